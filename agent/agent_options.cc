@@ -219,11 +219,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
   for (const auto& [flag, value] :
        {std::pair<const char*, const std::string&>{"--node-id", flags.config.node_id},
         {"--advertise-address", flags.config.advertise_address}}) {
-    if (value.size() > kMaxNodeNameBytes || ValidUtf8(value, /*printable=*/true) != value) {
-      return InvalidArgument(std::string(flag) + ": '" + ValidUtf8(value, true) +
-                             "' is not printable UTF-8 of at most " +
-                             std::to_string(kMaxNodeNameBytes) + " bytes");
-    }
+    COHORT_RETURN_IF_ERROR(CheckPrintableText(value, kMaxNodeNameBytes, flag));
   }
   return flags;
 }

@@ -155,15 +155,8 @@ StatusOr<Message> Message::Parse(zmq::message_t frame) {
   }
   // The user a plaintext client claims becomes a job's owner, stored and shown.
   if (const flatbuffers::String* user = envelope->user()) {
-    const std::string_view claimed = user->string_view();
-    if (claimed.size() > kMaxClaimedUserBytes) {
-      return InvalidArgument("Envelope.user: " + std::to_string(claimed.size()) +
-                             " bytes; at most " + std::to_string(kMaxClaimedUserBytes));
-    }
-    if (ValidUtf8(claimed, /*printable=*/true) != claimed) {
-      return InvalidArgument("Envelope.user: '" + ValidUtf8(claimed, true) +
-                             "' is not printable UTF-8");
-    }
+    COHORT_RETURN_IF_ERROR(
+        CheckPrintableText(user->string_view(), kMaxClaimedUserBytes, "Envelope.user"));
   }
   return Message(std::move(frame), envelope);
 }

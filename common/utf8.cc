@@ -64,4 +64,16 @@ std::string TruncateUtf8(std::string_view text, size_t max_bytes) {
   return std::string(text.substr(0, end)) + "...";
 }
 
+Status CheckPrintableText(std::string_view text, size_t max_bytes, std::string_view what) {
+  if (text.size() > max_bytes) {
+    return InvalidArgument(std::string(what) + ": " + std::to_string(text.size()) +
+                           " bytes; at most " + std::to_string(max_bytes));
+  }
+  const std::string shown = ValidUtf8(text, /*printable=*/true);
+  if (shown != text) {
+    return InvalidArgument(std::string(what) + ": '" + shown + "' is not printable UTF-8");
+  }
+  return Status::Ok();
+}
+
 }  // namespace cohort

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/status.h"
+
 namespace cohort {
 
 // `text` with each byte that is not part of a well-formed UTF-8 sequence (Unicode's table 3-7:
@@ -18,5 +20,10 @@ std::string ValidUtf8(std::string_view text, bool printable = false);
 // character boundary, with "..." in place of what was cut (the result then has at most
 // max_bytes bytes; max_bytes >= 3).
 std::string TruncateUtf8(std::string_view text, size_t max_bytes);
+
+// OK when `text` is printable UTF-8 (ValidUtf8's, tabs excluded) of at most `max_bytes`; else
+// kInvalidArgument naming `what`: "<what>: 300 bytes; at most 255", "<what>: 'caf\uFFFD' is not
+// printable UTF-8" (the text shown made printable).
+Status CheckPrintableText(std::string_view text, size_t max_bytes, std::string_view what);
 
 }  // namespace cohort

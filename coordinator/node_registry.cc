@@ -201,16 +201,8 @@ Status CheckAgentNames(const wire::RegisterAgent& req) {
       {"port_domain", req.port_domain()},
       {"version", req.version()}};
   for (const auto& [field, value] : names) {
-    const std::string text = Str(value);
-    if (text.size() > kMaxNodeNameBytes) {
-      return InvalidArgument("RegisterAgent." + std::string(field) + ": " +
-                             std::to_string(text.size()) + " bytes; at most " +
-                             std::to_string(kMaxNodeNameBytes));
-    }
-    if (ValidUtf8(text, /*printable=*/true) != text) {
-      return InvalidArgument("RegisterAgent." + std::string(field) + ": '" + ValidUtf8(text, true) +
-                             "' is not printable UTF-8");
-    }
+    COHORT_RETURN_IF_ERROR(
+        CheckPrintableText(Str(value), kMaxNodeNameBytes, "RegisterAgent." + std::string(field)));
   }
   return Status::Ok();
 }

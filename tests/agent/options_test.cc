@@ -214,8 +214,7 @@ TEST(AgentFlagsTest, ErrorsNameTheFlag) {
   auto relative_root = Parse({"--coordinator", "tcp://h:1", "--cgroup-root", "sys/fs/cgroup"});
   EXPECT_NE(relative_root.status().message().find("--cgroup-root"), std::string::npos);
   auto bad_node = Parse({"--coordinator", "tcp://h:1", "--node-id", "gpu\x01"});
-  EXPECT_EQ(bad_node.status().message(),
-            "--node-id: 'gpu ' is not printable UTF-8 of at most 255 bytes");
+  EXPECT_EQ(bad_node.status().message(), "--node-id: 'gpu ' is not printable UTF-8");
   auto bad_address =
       Parse({"--coordinator", "tcp://h:1", "--advertise-address", std::string(256, 'a').c_str()});
   EXPECT_NE(bad_address.status().message().find("--advertise-address"), std::string::npos);

@@ -36,5 +36,17 @@ TEST(Utf8Test, TruncationEndsOnACharacterBoundary) {
   EXPECT_EQ(TruncateUtf8(text, 9), "ab\xF0\x9F\x98\x80...");
 }
 
+// Names a peer sends (a node id, a claimed user): printable UTF-8 of a bounded size, or an error
+// naming the field and showing the text made printable.
+TEST(Utf8Test, CheckPrintableTextNamesWhatIsWrong) {
+  EXPECT_TRUE(CheckPrintableText("", 4, "x").ok());
+  EXPECT_TRUE(CheckPrintableText("n\xC3\xA9", 3, "x").ok());
+  EXPECT_EQ(CheckPrintableText("abcde", 4, "node").message(), "node: 5 bytes; at most 4");
+  const Status latin1 = CheckPrintableText("caf\xE9", 10, "node");
+  EXPECT_EQ(latin1.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(latin1.message(), "node: 'caf\xEF\xBF\xBD' is not printable UTF-8");
+  EXPECT_EQ(CheckPrintableText("a\tb", 10, "node").message(), "node: 'a b' is not printable UTF-8");
+}
+
 }  // namespace
 }  // namespace cohort
