@@ -227,7 +227,7 @@ std::string WaitingReason(const std::vector<ReplicaDemand>& demands, const Clust
   for (const auto& [d, count] : kinds) {
     if (d.selector != nullptr &&
         std::none_of(view.nodes.begin(), view.nodes.end(),
-                     [&](const NodeFree& n) { return Selects(n, d.selector); })) {
+                     [&, &d = d](const NodeFree& n) { return Selects(n, d.selector); })) {
       return "waiting for a node with labels " + FormatNodeSelector(*d.selector) + " (" +
              NodeSelectorFields(*d.selector) + "): none that takes work now has them";
     }

@@ -101,7 +101,7 @@ std::string Incident::NameByHowTheyEnded(
   std::vector<std::pair<std::string, std::vector<std::string>>> groups;
   for (const auto& [name, how] : ends) {
     auto g = std::find_if(groups.begin(), groups.end(),
-                          [&](const auto& group) { return group.first == how; });
+                          [&how = how](const auto& group) { return group.first == how; });
     if (g == groups.end()) {
       groups.push_back({how, {name}});
     } else {

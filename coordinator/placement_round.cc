@@ -43,9 +43,9 @@ ClusterView NodesView(const NodeRegistry& nodes, int port_min, int port_max,
       NodeFree& free = view.nodes.back();
       free.port_space = space;
       free.unfit_gpus = static_cast<int>(
-          std::erase_if(free.free_gpus, [&](int g) { return n.unhealthy_gpus.count(g) > 0; }));
+          std::erase_if(free.free_gpus, [&n = n](int g) { return n.unhealthy_gpus.count(g) > 0; }));
       free.cordoned_gpus = static_cast<int>(
-          std::erase_if(free.free_gpus, [&](int g) { return n.cordoned_gpus.count(g) > 0; }));
+          std::erase_if(free.free_gpus, [&n = n](int g) { return n.cordoned_gpus.count(g) > 0; }));
     }
     node_index->emplace(id, place);
   }
