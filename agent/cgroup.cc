@@ -125,10 +125,11 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
     manager.reason_ = base + "/cgroup.procs is not writable";
     return manager;
   }
-  // Best effort: let replica cgroups carry cpu.weight, cpu.max and memory.max. This fails (EBUSY)
-  // when `own` holds processes and is not the root; the agent then runs without limits.
+  // Best effort: let replica cgroups carry cpu.weight, cpu.max, memory.max and pids.max. This
+  // fails (EBUSY) when `own` holds processes and is not the root; the agent then runs without
+  // limits.
   std::string available = ReadSmallFile(own + "/cgroup.controllers");
-  for (const char* controller : {"cpu", "memory"}) {
+  for (const char* controller : {"cpu", "memory", "pids"}) {
     if (!HasWord(available, controller)) continue;
     for (const std::string& dir : {own, cohort, base}) {
       (void)WriteControl(dir + "/cgroup.subtree_control", std::string("+") + controller);
@@ -137,6 +138,7 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
   std::string enabled = ReadSmallFile(base + "/cgroup.subtree_control");
   manager.cpu_controller_ = HasWord(enabled, "cpu");
   manager.memory_controller_ = HasWord(enabled, "memory");
+  manager.pids_controller_ = HasWord(enabled, "pids");
   manager.base_ = base;
   return manager;
 }
@@ -163,6 +165,10 @@ StatusOr<std::string> CgroupManager::Create(const std::string& name, int cpus, b
   }
   if (memory_mb > 0 && memory_controller_) {
     Status s = WriteControl(path + "/memory.max", std::to_string(memory_mb * 1024 * 1024));
+    if (!s.ok()) spdlog::warn("cgroup {}: {}", name, s.ToString());
+  }
+  if (pids_controller_) {
+    Status s = WriteControl(path + "/pids.max", std::to_string(kReplicaPidsLimit));
     if (!s.ok()) spdlog::warn("cgroup {}: {}", name, s.ToString());
   }
   return path;

@@ -1,15 +1,16 @@
 // Cgroups: the agent's use of cgroup v2, so that a replica's every descendant can be found and
-// killed (even one that left the process group with setsid), its CPU weighed and its memory
-// bounded.
+// killed (even one that left the process group with setsid), its CPU weighed, its memory bounded
+// and its processes counted (a fork bomb in a replica stops at kReplicaPidsLimit, not at the
+// node's pid_max).
 //
 // CgroupManager::Detect() looks for a cgroup2 mount in /proc/self/mountinfo (the unified
 // hierarchy, also in hybrid mode under /sys/fs/cgroup/unified), finds the agent's own cgroup
 // (/proc/self/cgroup, line "0::/path") and checks that a child cgroup can be made there. Replica
 // cgroups go to <own cgroup>/cohort/<node id>/<job>.<replica>.<attempt>: the node level keeps
 // several agents started from one cgroup (tests, a one-host demo) out of each other's way, so
-// SweepStale() of one never touches another's replicas. CPU weights (and quotas) and memory limits
-// are written where the cpu and memory controllers are enabled for that subtree (enabling them is
-// tried once); without them the cgroup still groups and kills processes.
+// SweepStale() of one never touches another's replicas. CPU weights (and quotas), memory and pids
+// limits are written where the cpu, memory and pids controllers are enabled for that subtree
+// (enabling them is tried once); without them the cgroup still groups and kills processes.
 //
 // Thread safety: none needed; the object is immutable after Detect().
 #pragma once
@@ -29,6 +30,11 @@ namespace cohort::agent {
 // and Kubernetes convert them, 1 + (shares - 2) * 9999 / 262142, so that a process replica and a
 // container replica of the same cpus weigh the same. 1 CPU is 39, 3 are 118; at most 10000.
 int CpuWeight(int cpus);
+
+// The most processes and threads a replica may have at once, process or container (its cgroup's
+// pids.max, the OCI bundle's pids.limit, docker's --pids-limit): far above what training uses
+// (data loader workers, NCCL's and UCX's threads), far below a node's pid_max.
+inline constexpr int64_t kReplicaPidsLimit = 32768;
 
 class CgroupManager {
  public:
@@ -55,8 +61,8 @@ class CgroupManager {
   int SweepStale(const std::set<std::string>& keep = {}) const;
 
   // Creates <base>/<name> and writes, where those controllers are enabled, cpu.weight
-  // (CpuWeight(cpus)), cpu.max (cpus' worth, only with `cpu_quota`) and memory.max (`memory_mb`);
-  // 0 writes none of them. Returns its path.
+  // (CpuWeight(cpus)), cpu.max (cpus' worth, only with `cpu_quota`), memory.max (`memory_mb`; 0
+  // writes none of them) and pids.max (kReplicaPidsLimit). Returns its path.
   StatusOr<std::string> Create(const std::string& name, int cpus, bool cpu_quota,
                                int64_t memory_mb) const;
 
@@ -76,6 +82,7 @@ class CgroupManager {
   std::string reason_;
   bool cpu_controller_ = false;
   bool memory_controller_ = false;
+  bool pids_controller_ = false;
 };
 
 }  // namespace cohort::agent

@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "agent/captured_command.h"
+#include "agent/cgroup.h"
 #include "agent/container_replica.h"
 #include "agent/inventory.h"
 #include "agent/replica_env.h"
@@ -707,7 +708,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
     for (const std::string& rdma : RdmaDevices(options_.device_dir)) add_device(rdma);
   }
 
-  json resources = {{"devices", device_rules}, {"pids", {{"limit", 32768}}}};
+  json resources = {{"devices", device_rules}, {"pids", {{"limit", kReplicaPidsLimit}}}};
   if (request.memory_mb > 0) resources["memory"] = {{"limit", request.memory_mb << 20}};
   // Shares in cgroup v1's units: the runtime writes them, or the cpu.weight they convert to.
   if (request.cpus > 0) resources["cpu"] = {{"shares", int64_t{request.cpus} * 1024}};
@@ -778,7 +779,7 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
   if (!request.cpu_affinity.empty() && runtime_ == "docker") {
     argv.push_back("--cpuset-cpus=" + CpuListText(request.cpu_affinity));
   }
-  argv.push_back("--pids-limit=32768");
+  argv.push_back("--pids-limit=" + std::to_string(kReplicaPidsLimit));
   for (const HostLimit& l : kHostLimits) {  // as the bundle's rlimits
     const uint64_t limit = HardLimit(l.resource);
     const std::string hard = limit == UINT64_MAX ? "-1" : std::to_string(limit);

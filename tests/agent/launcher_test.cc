@@ -289,6 +289,29 @@ TEST_F(CgroupTest, AReplicasCpusAreItsWeightAndACapOnlyWithAQuota) {
   EXPECT_EQ(capped, "118\n300000 100000\n");
 }
 
+// A process replica's processes are bounded as a container's are: a fork bomb in it stops at
+// kReplicaPidsLimit, not at the node's pid_max.
+TEST_F(CgroupTest, AReplicasProcessesAreBoundedAsAContainersAre) {
+  CgroupManager cgroups = testing::OwnCgroups("node-a");
+  if (!cgroups.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << cgroups.reason();
+  ProcessLauncher launcher(cgroups);
+  LaunchRequest r = Request("cat /proc/self/cgroup");
+  r.job = "pidstest" + std::to_string(::getpid());
+  auto p = launcher.Launch(r);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::string cgroup = cgroups.base() + "/" + r.job + ".chief-0.0";
+  const std::string limit =
+      testing::FileExists(cgroup + "/pids.max") ? ReadFile(cgroup + "/pids.max") : "";
+  Reap(**p);
+  (*p)->Release();
+  testing::RemoveOwnCgroups(cgroups);
+  if (limit.empty()) {
+    GTEST_SKIP() << "the cgroup v2 hierarchy here has no pids controller (no pids.max in " << cgroup
+                 << "): no limit to set";
+  }
+  EXPECT_EQ(limit, std::to_string(kReplicaPidsLimit) + "\n");
+}
+
 TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   std::string node = "sweep-" + std::to_string(::getpid());
   CgroupManager earlier = CgroupManager::Detect(node);

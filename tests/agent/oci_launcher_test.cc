@@ -176,6 +176,7 @@ TEST_P(OciLauncherTest, BundleConfigPinsOnlyRequestedGpusAndMountsOutput) {
   EXPECT_FALSE(rules[0]["allow"].get<bool>());
   EXPECT_EQ(rules[1]["minor"], 1);
   EXPECT_EQ(rules[2]["minor"], 3);
+  EXPECT_EQ(json["linux"]["resources"]["pids"]["limit"], kReplicaPidsLimit);
   bool output_mounted = false;
   for (const auto& mount : json["mounts"]) {
     output_mounted |= mount["destination"] == (dir_ / "out").string();
