@@ -2,18 +2,24 @@
 // under /dev/shm, inproc:// sockets), past Message::Parse into its services and managers.
 //
 // Each input starts from the same scene: a fresh state dir, agent "good" (one GPU) running
-// chief-0 of job "target". The input is then a list of records, each
+// chief-0 of job "target", the HTTP endpoint on a loopback port. The input is then a list of
+// records, each
 //   [peer: 1 byte][length: 2 bytes, little-endian][frame: length bytes]
-// whose frame is sent by peer % 3: 0 the good agent, 1 an agent the coordinator has not met
-// ("evil"), 2 a client; after each, the manual clock moves 1 s and the loop runs a few passes, so
-// periodic rounds, timeouts and restarts happen too. Every pass must succeed, and at the end a new
-// Coordinator must start on the state the old one wrote and answer a client: hostile frames may
-// be refused, never crash it, throw out of it or leave state it cannot load.
+// whose frame is sent by peer % 4: 0 the good agent, 1 an agent the coordinator has not met
+// ("evil"), 2 a client, 3 a browser or scraper: the frame is the target of an HTTP GET (path and
+// query; bytes outside printable ASCII percent-encoded, so that any byte reaches the handlers).
+// After each, the manual clock moves 1 s and the loop runs a few passes, so periodic rounds,
+// timeouts, restarts and snapshots for HTTP happen too. Every pass must succeed, every GET must be
+// answered without a 500 (an exception in a handler), and at the end a new Coordinator must start
+// on the state the old one wrote and answer a client: hostile input may be refused, never crash
+// it, throw out of it or leave state it cannot load.
 //
 // Frames are FlatBuffers, so the seed corpus (tests/fuzz/corpus/coordinator) holds one record of
-// each message a peer sends the coordinator, with every field set, for mutations to start from.
+// each message a peer sends the coordinator, with every field set, and a GET of each HTTP route
+// with its parameters, for mutations to start from.
 // It is written by `COHORT_WRITE_COORDINATOR_SEEDS=DIR coordinator_fuzzer`; COHORT_FUZZ_LOG=1 shows
 // the coordinator's log of an input.
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -37,8 +43,8 @@ namespace {
 
 namespace fs = std::filesystem;
 namespace wire = cohort::wire;
-using cohort::coordinator::Coordinator;
 using cohort::DealerSocket;
+using cohort::coordinator::Coordinator;
 using std::chrono::milliseconds;
 
 constexpr const char* kJobYaml =
@@ -272,7 +278,8 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     usage.by_label = "team";
     add(2, std::move(usage));
   }
-  for (const char* action : {"cordon", "drain", "drain-now", "uncordon", "label", "label-reset", "forget"}) {
+  for (const char* action :
+       {"cordon", "drain", "drain-now", "uncordon", "label", "label-reset", "forget"}) {
     wire::NodeAdminT admin;
     admin.node_id = "good";
     admin.action = action;
@@ -343,20 +350,60 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
   return seeds;
 }
 
+// A GET of each route the HTTP endpoint serves (coordinator/http_service.h), with its parameters.
+const char* const kHttpSeeds[] = {
+    "/metrics",
+    "/api/jobs?state=RUNNING&queue=default&user=root&name=tar&selector=team%3Da&limit=5",
+    "/api/jobs/target",
+    "/api/jobs/target/log?replica=chief-0&bytes=100",
+    "/api/jobs/target/metrics",
+    "/api/nodes?selector=zone%3Da&events_of=good",
+    "/api/studies",
+    "/api/studies/study",
+    "/api/arrays?state=RUNNING&user=root&queue=default&name=sw",
+    "/api/arrays/sweep",
+    "/api/queues",
+    "/api/usage?since=7d&user=root&queue=default&selector=team%3Da&by_label=team",
+    "/",
+    "/app.js",
+};
+
 void WriteSeeds(const std::string& dir) {
   fs::create_directories(dir);
   int n = 0;
+  auto write = [&](uint8_t peer, const std::string& name, const void* data, size_t size) {
+    if (size > 0xffff) Fail("seed frame over 64 KiB");
+    std::string record(1, static_cast<char>(peer));
+    record += static_cast<char>(size & 0xff);
+    record += static_cast<char>(size >> 8);
+    record.append(static_cast<const char*>(data), size);
+    std::ofstream(fs::path(dir) / (std::to_string(n++) + "-" + name), std::ios::binary) << record;
+  };
   for (auto& [peer, body] : SeedBodies()) {
     const std::string name = wire::EnumNameBody(body.type);
     zmq::message_t frame = cohort::EncodeBody(1, std::move(body), peer == 2 ? "fuzz" : "");
-    if (frame.size() > 0xffff) Fail("seed frame over 64 KiB");
-    std::string record(1, static_cast<char>(peer));
-    record += static_cast<char>(frame.size() & 0xff);
-    record += static_cast<char>(frame.size() >> 8);
-    record.append(static_cast<const char*>(frame.data()), frame.size());
-    std::ofstream(fs::path(dir) / (std::to_string(n++) + "-" + name), std::ios::binary) << record;
+    write(peer, name, frame.data(), frame.size());
   }
+  for (const std::string target : kHttpSeeds) write(3, "GET", target.data(), target.size());
   std::printf("wrote %d seed(s) to %s\n", n, dir.c_str());
+}
+
+// `bytes` as an HTTP request target: printable ASCII but '#' as it is (so the fuzzer shapes the
+// path, the query and its own escapes), every other byte percent-encoded.
+std::string RequestTarget(const uint8_t* bytes, size_t size) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string target = size > 0 && bytes[0] == '/' ? "" : "/";
+  for (size_t i = 0; i < size; ++i) {
+    const uint8_t b = bytes[i];
+    if (b > ' ' && b < 0x7f && b != '#') {
+      target += static_cast<char>(b);
+    } else {
+      target += '%';
+      target += kHex[b >> 4];
+      target += kHex[b & 0xf];
+    }
+  }
+  return target;
 }
 
 // One coordinator on a state dir and the three peers connected to it.
@@ -364,6 +411,7 @@ struct Scene {
   cohort::ManualClock clock;
   std::unique_ptr<Coordinator> coordinator;
   std::unique_ptr<DealerSocket> peers[3];  // good agent, evil agent, client
+  std::unique_ptr<httplib::Client> browser;
 
   void Start(const cohort::coordinator::CoordinatorOptions& base) {
     static int generation = 0;  // a closed inproc:// name is released asynchronously
@@ -371,6 +419,8 @@ struct Scene {
     const std::string tag = std::to_string(++generation);
     options.client_endpoint = "inproc://fuzz-clients-" + tag;
     options.agent_endpoint = "inproc://fuzz-agents-" + tag;
+    options.http_endpoint = "127.0.0.1:0";
+    options.http_endpoint_explicit = true;
     auto c = Coordinator::Create(options, &clock, &Context());
     if (!c.ok()) Fail("the coordinator does not start on its state: " + c.status().ToString());
     coordinator = std::move(*c);
@@ -382,8 +432,13 @@ struct Scene {
       if (!s.ok()) Fail(s.status().ToString());
       peers[i] = std::make_unique<DealerSocket>(std::move(*s));
     }
+    const std::string url = coordinator->http_url();
+    if (url.empty()) Fail("the coordinator serves no HTTP");
+    browser = std::make_unique<httplib::Client>(url);
+    browser->set_read_timeout(5, 0);
   }
   void Stop() {
+    browser.reset();
     for (auto& p : peers) p.reset();
     coordinator.reset();
   }
@@ -408,6 +463,15 @@ struct Scene {
       if (m.ok() && m->has_value()) return true;
     }
     return false;
+  }
+  // A GET of `target`: answered, and not with a 500 (what an exception in a handler becomes).
+  void Get(const std::string& target) {
+    httplib::Result result = browser->Get(target);
+    if (!result) Fail("GET " + target + ": no answer (" + httplib::to_string(result.error()) + ")");
+    spdlog::debug("fuzz: GET {}: {}", target, result->status);
+    if (result->status >= 500) {
+      Fail("GET " + target + ": " + std::to_string(result->status) + " " + result->body);
+    }
   }
   void Send(int peer, zmq::message_t frame) {
     if (!peers[peer]->Send(std::move(frame)).ok()) Fail("a peer's send failed");
@@ -473,9 +537,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   constexpr int kMaxRecords = 64;
   size_t at = 0;
   for (int records = 0; records < kMaxRecords && at + 3 <= size; ++records) {
-    const int peer = data[at] % 3;
+    const int peer = data[at] % 4;
     const size_t length = std::min<size_t>(data[at + 1] | (data[at + 2] << 8), size - at - 3);
-    scene.Send(peer, zmq::message_t(data + at + 3, length));
+    if (peer == 3) {
+      scene.Get(RequestTarget(data + at + 3, length));
+    } else {
+      scene.Send(peer, zmq::message_t(data + at + 3, length));
+    }
     at += 3 + length;
     scene.clock.Advance(milliseconds(1000));
     scene.Pump(3);
