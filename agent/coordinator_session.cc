@@ -125,6 +125,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
   reg.port_domain = PortDomain();
   reg.version = COHORT_VERSION;
   reg.uptime_ms = ProcessUptimeMs();
+  reg.agent_instance = ProcessInstance();
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }

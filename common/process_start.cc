@@ -38,4 +38,17 @@ int64_t ProcessUptimeMs() {
   return now_ms > start_ms ? now_ms - start_ms : 0;
 }
 
+std::string ProcessInstance() {
+  const uint64_t start = ProcessStartTicks();
+  char boot[64] = {};
+  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re");
+  if (f == nullptr) return "";
+  const size_t n = std::fread(boot, 1, sizeof(boot) - 1, f);
+  std::fclose(f);
+  std::string boot_id(boot, n);
+  while (!boot_id.empty() && (boot_id.back() == '\n' || boot_id.back() == ' ')) boot_id.pop_back();
+  if (start == 0 || boot_id.empty()) return "";
+  return boot_id + "/" + std::to_string(::getpid()) + "/" + std::to_string(start);
+}
+
 }  // namespace cohort

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace cohort {
 
@@ -16,5 +17,10 @@ uint64_t ProcessStartTicks();
 // How long ago this process started, in milliseconds of CLOCK_BOOTTIME (time asleep included);
 // 0 where it cannot be told.
 int64_t ProcessUptimeMs();
+
+// This process among all that ran on this host: "<boot id>/<pid>/<start ticks>" (the boot id from
+// /proc/sys/kernel/random/boot_id, so a reboot that reuses a pid and start is another). The same
+// for the whole life of the process, execve included; "" where /proc cannot tell.
+std::string ProcessInstance();
 
 }  // namespace cohort

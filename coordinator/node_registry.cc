@@ -30,32 +30,40 @@ void ReadStorage(const wire::StorageReport* report, NodeStorage& storage) {
   storage.error = AgentText(report->error());
 }
 
-// What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
-// bounded size; logged when it changes, and added to `events` (the node's events to add).
-// Whether the agent registering with `uptime_ms` is a process that started since the coordinator
-// last heard of `node` (a stop and start, a crash, a reboot), not the same one registering again
-// (after a broken link, or this coordinator's restart); keeps its start in `node`. The start is
-// told by this coordinator's clock (`now_ms` less the uptime, so the two hosts' clocks need not
-// agree): a later one than the start it knew, or, for a node it has not heard since its own
-// start, than the node's last event. Estimates of one process's start differ by how long its
-// registrations took to arrive: kAgentStartSlackMs keeps a slow one from looking like a restart
-// (an agent that restarts sooner after its start is not told).
+// Whether the agent registering with `uptime_ms` and `instance` (RegisterAgent.agent_instance) is a
+// process that started since the coordinator last heard of `node` (a stop and start, a crash, a
+// reboot), not the same one registering again (after a broken link, or this coordinator's
+// restart); keeps its start and instance in `node`. A node this coordinator has heard since its
+// own start is told by the instance, where both registrations give one: another process, however
+// soon after the last (systemd's RestartSec=2s). Otherwise by the start, told by this
+// coordinator's clock (`now_ms` less the uptime, so the two hosts' clocks need not agree): a later
+// one than the start it knew, or, for a node it has not heard since its own start, than the
+// node's last event. Estimates of one process's start differ by how long its registrations took
+// to arrive: kAgentStartSlackMs keeps a slow one from looking like a restart (so an agent without
+// an instance that restarts sooner after its start is not told).
 constexpr int64_t kAgentStartSlackMs = 5'000;
 
-bool AgentStartedAgain(int64_t uptime_ms, int64_t now_ms, const NodeRegistry::Registration& reg,
-                       const NodeEvent* last_event, NodeRecord& node) {
+bool AgentStartedAgain(int64_t uptime_ms, const std::string& instance, int64_t now_ms,
+                       const NodeRegistry::Registration& reg, const NodeEvent* last_event,
+                       NodeRecord& node) {
+  const bool by_instance = reg.returning && !instance.empty() && !node.agent_instance.empty();
+  const bool other_instance = by_instance && instance != node.agent_instance;
+  if (!instance.empty()) node.agent_instance = instance;
   if (uptime_ms <= 0 || uptime_ms > now_ms) return false;  // an agent older than uptime_ms
   const int64_t started = now_ms - uptime_ms;
   const int64_t known = reg.returning           ? node.agent_started_ms
                         : last_event != nullptr ? last_event->time_ms
                                                 : 0;
-  const bool again = known > 0 && started > known + kAgentStartSlackMs;
+  const bool again =
+      by_instance ? other_instance : known > 0 && started > known + kAgentStartSlackMs;
   if (again || node.agent_started_ms == 0 || started < node.agent_started_ms) {
     node.agent_started_ms = started;
   }
   return again;
 }
 
+// What the agent's health check says (RegisterAgent/Heartbeat.unhealthy), as printable text of a
+// bounded size; logged when it changes, and added to `events` (the node's events to add).
 void ReadHealth(const flatbuffers::String* reported, NodeRecord& node,
                 std::vector<std::string>& events) {
   std::string problem =
@@ -261,7 +269,8 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
       node.version.empty() ? "an agent of unknown version" : "cohort-agent " + node.version;
   auto last = events_.find(node_id);
   const NodeEvent* last_event = last == events_.end() ? nullptr : &last->second->back();
-  const bool restarted = AgentStartedAgain(req.uptime_ms(), now_ms, reg, last_event, node);
+  const bool restarted = AgentStartedAgain(req.uptime_ms(), AgentText(req.agent_instance()), now_ms,
+                                           reg, last_event, node);
   const std::string started =
       restarted ? ", started " + FormatElapsed(req.uptime_ms()) + " ago" : std::string();
   if (reg.was_lost) {

@@ -263,6 +263,9 @@ struct NodeRecord {
   // When its agent's process started, by this coordinator's clock (the earliest of its
   // registrations' times less RegisterAgent.uptime_ms); 0: not known.
   int64_t agent_started_ms = 0;
+  // Its agent's RegisterAgent.agent_instance, as last registered in this coordinator's life;
+  // "": not known (an older agent, or none registered since this coordinator started).
+  std::string agent_instance;
   std::vector<wire::GpuInfoT> gpus;
   int cpus = 0;
   int64_t memory_mb = 0;

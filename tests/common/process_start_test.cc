@@ -1,5 +1,6 @@
 // This process's start (common/process_start.h): read from /proc, counted on by its uptime, and a
-// forked child's is its own, no earlier than its parent's.
+// forked child's is its own, no earlier than its parent's; its instance is the same all its life
+// and a child's is another.
 #include "common/process_start.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 namespace cohort {
@@ -38,6 +40,34 @@ TEST(ProcessStartTest, TheUptimeCountsFromThisProcesssStartAndAChildHasItsOwn) {
   ::close(pipe_fds[0]);
   ::close(pipe_fds[1]);
   EXPECT_GT(child_start, start);  // started at least 50 ms (5 ticks) after this process
+}
+
+TEST(ProcessStartTest, TheInstanceIsThisBootThisPidAndThisStart) {
+  const std::string instance = ProcessInstance();
+  const std::string expected_tail =
+      "/" + std::to_string(::getpid()) + "/" + std::to_string(ProcessStartTicks());
+  ASSERT_GT(instance.size(), expected_tail.size());
+  EXPECT_TRUE(instance.ends_with(expected_tail)) << instance;
+  EXPECT_EQ(instance.size(), 36 + expected_tail.size()) << instance;  // a boot id is a UUID
+  EXPECT_EQ(ProcessInstance(), instance);
+
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string own = ProcessInstance();
+    (void)!::write(pipe_fds[1], own.data(), own.size());
+    ::_exit(0);
+  }
+  ::close(pipe_fds[1]);
+  char buffer[256] = {};
+  const ssize_t n = ::read(pipe_fds[0], buffer, sizeof(buffer));
+  ::waitpid(child, nullptr, 0);
+  ::close(pipe_fds[0]);
+  const std::string child_instance(buffer, n > 0 ? n : 0);
+  EXPECT_EQ(child_instance.substr(0, 36), instance.substr(0, 36));  // the same boot
+  EXPECT_NE(child_instance, instance);
 }
 
 }  // namespace

@@ -20,13 +20,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// What an agent registers, with `version`, two GPUs, what its health check says and how long it
-// has run (0: an agent that does not say).
+// What an agent registers, with `version`, two GPUs, what its health check says, how long it has
+// run (0: an agent that does not say) and which process it is ("": one that does not say).
 void Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms,
               const std::string& version = "0.9.1", const std::string& unhealthy = "",
-              int64_t uptime_ms = 0) {
+              int64_t uptime_ms = 0, const std::string& instance = "") {
   wire::RegisterAgentT req;
   req.uptime_ms = uptime_ms;
+  req.agent_instance = instance;
   req.node_id = id;
   req.address = "10.0.0.7";
   req.cpus = 8;
@@ -151,6 +152,32 @@ TEST(NodeEventsTest, AnAgentThatStartedAgainIsToldFromOneThatRegistersAgain) {
             "this coordinator did not see (it was not running, or not reached)");
   EXPECT_EQ(restarted.EventsOf("m").size(), 1u);
   EXPECT_EQ(restarted.FindReady("n")->agent_started_ms, 240'000);
+}
+
+// An agent that says which process it is is told apart by that, however soon it started again:
+// systemd's RestartSec=2s restarts one within the 5 s that uptimes alone must allow; and the same
+// process is never taken for a new one, however late its registration arrives. A crash loop at
+// that pace folds into one event.
+TEST(NodeEventsTest, AnAgentThatStartsAgainWithinSecondsIsToldByWhichProcessItIs) {
+  NodeRegistry nodes(30'000);
+  Register(nodes, "n", 100'000, "0.9.1", "", 2'000, "boot/41/100");  // started at 98 s
+  Register(nodes, "n", 103'000, "0.9.1", "", 1'000, "boot/57/300");  // at 102 s: another process
+  Register(nodes, "n", 120'000, "0.9.1", "", 9'000, "boot/57/300");  // the same one, 9 s late
+  EXPECT_EQ(Texts(nodes.EventsOf("n")),
+            (std::vector<std::string>{
+                "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+                "its agent started again 1.0s ago (cohort-agent 0.9.1), 3.0s after it was last "
+                "heard"}));
+  EXPECT_EQ(nodes.FindReady("n")->agent_started_ms, 102'000);
+  int64_t now = 120'000;
+  for (int i = 0; i < 10; ++i) {
+    now += 3'000;
+    Register(nodes, "n", now, "0.9.1", "", 1'000, "boot/" + std::to_string(100 + i) + "/1");
+  }
+  EXPECT_EQ(nodes.EventsOf("n").size(), 3u);
+  EXPECT_EQ(nodes.EventsOf("n").back().text,
+            "its agent started again 10 times since the event before; the last: its agent started "
+            "again 1.0s ago (cohort-agent 0.9.1), 3.0s after it was last heard");
 }
 
 // A health check or a GPU that keeps failing and passing again folds into one event, rewritten in
