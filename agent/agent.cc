@@ -85,7 +85,8 @@ Agent::Agent(AgentConfig config, DealerSocket socket, std::unique_ptr<Launcher> 
           std::chrono::seconds(5),
           [mig = MigDevicesOffered(config_.inventory.gpus)] { return ReadGpuSamples(mig); },
           std::chrono::seconds(30),
-          XidWatch{config_.watch_xids ? kNvmlLibrary : "", config_.ignored_xids}) {}
+          XidWatch{config_.watch_xids ? kNvmlLibrary : "", config_.ignored_xids}),
+      ends_file_(EndsPath(config_.work_dir), kEndsFileMode) {}
 
 // No replica outlives its agent: ~ReplicaManager kills whatever is still there.
 Agent::~Agent() = default;
@@ -193,6 +194,7 @@ Status Agent::Run(const std::atomic<bool>& stop, const std::atomic<int>* reloads
       if (handoff.ok()) {
         spdlog::info("live restart: handing over {} replica attempt(s)", handoff->attempts.size());
         handoff_ = std::move(*handoff);
+        ends_file_.Flush();  // the execve would cut its write short
         return Status::Ok();
       }
       if (handoff.status().code() != StatusCode::kUnavailable || Now() >= *handoff_by) {
@@ -253,24 +255,31 @@ StatusOr<size_t> Agent::KeepEndsFromDisk() {
 }
 
 void Agent::WriteEndsIfChanged() {
+  // How the newest post's write went, once it is done.
+  if (auto last = ends_file_.Last();
+      last && last->version == ends_posts_ && ends_judged_ != ends_posts_) {
+    ends_judged_ = ends_posts_;
+    if (last->status.ok()) {
+      if (ends_unwritten_) spdlog::info("the ends file {} is written again", ends_file_.path());
+      ends_unwritten_ = false;
+    } else {
+      if (!ends_unwritten_) {
+        spdlog::error(
+            "how replicas here ended cannot be kept on disk ({}); trying again every 10 s. An "
+            "agent started again before it is written forgets the ends its coordinator has not "
+            "heard",
+            last->status.ToString());
+      }
+      ends_unwritten_ = true;
+      ends_retry_at_ = Now() + std::chrono::seconds(10);
+    }
+  }
+  if (ends_unwritten_ && Now() < ends_retry_at_) return;
+  const bool retry = ends_unwritten_ && ends_judged_ == ends_posts_;
   const uint64_t changed = replicas_.ends_changed();
-  if (changed == ends_written_ || (ends_unwritten_ && Now() < ends_retry_at_)) return;
-  Status s = WriteEnds(config_.work_dir, config_.node_id, replicas_.Ended());
-  if (s.ok()) {
-    if (ends_unwritten_)
-      spdlog::info("the ends file {} is written again", EndsPath(config_.work_dir));
-    ends_written_ = changed;
-    ends_unwritten_ = false;
-    return;
-  }
-  if (!ends_unwritten_) {
-    spdlog::error(
-        "how replicas here ended cannot be kept on disk ({}); trying again every 10 s. An agent "
-        "started again before it is written forgets the ends its coordinator has not heard",
-        s.ToString());
-  }
-  ends_unwritten_ = true;
-  ends_retry_at_ = Now() + std::chrono::seconds(10);
+  if (changed == ends_posted_ && !retry) return;
+  ends_posted_ = changed;
+  ends_file_.Post(++ends_posts_, EncodeEnds(config_.node_id, replicas_.Ended()));
 }
 
 Status Agent::Preempt() {

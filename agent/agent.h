@@ -92,6 +92,7 @@
 #include "agent/health_check.h"
 #include "agent/http_service.h"
 #include "agent/inventory.h"
+#include "agent/latest_file_writer.h"
 #include "agent/launcher.h"
 #include "agent/outbox.h"
 #include "agent/replica_manager.h"
@@ -268,9 +269,9 @@ class Agent {
   // (GpuSampler::TakeGpuFaults): their job restarts elsewhere instead of hanging in the driver.
   void KillWorkOnFailedGpus();
   void ShipLogsAndMetrics();
-  // Rewrites the ends file (agent/handoff.h) when the ends changed since it was written last. A
-  // write that fails is logged (once, until one succeeds again) and tried again 10 s later; it
-  // never stops the agent.
+  // Hands the ends (agent/handoff.h) to ends_file_'s thread when they changed since they were
+  // last handed over. A write that failed is logged (once, until one succeeds again) and tried
+  // again 10 s later; it never stops the agent, nor does a slow one delay its loop.
   void WriteEndsIfChanged();
   void CarryOnPreemption();
   void PublishSnapshot();
@@ -308,9 +309,13 @@ class Agent {
   // The HTTP endpoint and what it shows.
   std::unique_ptr<AgentHttp> http_;
   milliseconds next_publish_{0};
-  uint64_t ends_written_ = 0;  // ReplicaManager::ends_changed() when the ends file was written
+  // The ends file, written off the loop (a slow fsync must not delay heartbeats).
+  LatestFileWriter ends_file_;
+  uint64_t ends_posted_ = 0;  // ReplicaManager::ends_changed() when the ends were last posted
+  uint64_t ends_posts_ = 0;   // posts to ends_file_, each its version
+  uint64_t ends_judged_ = 0;  // the post whose write WriteEndsIfChanged last judged
   milliseconds ends_retry_at_{0};
-  bool ends_unwritten_ = false;  // the last write failed
+  bool ends_unwritten_ = false;  // the last write judged failed
   uint64_t log_bytes_shipped_ = 0;
   uint64_t replicas_fenced_ = 0;  // Fence() stopped so many attempts
 };

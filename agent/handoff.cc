@@ -342,11 +342,6 @@ StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEnds(const std::string& text,
   return DecodeEndedList(in, "ends");
 }
 
-Status WriteEnds(const std::string& work_dir, const std::string& node_id,
-                 const std::vector<wire::ReplicaStatusT>& ended) {
-  return ReplaceFileDurably(EndsPath(work_dir), EncodeEnds(node_id, ended), 0600);
-}
-
 StatusOr<std::vector<wire::ReplicaStatusT>> ReadEnds(const std::string& work_dir,
                                                      const std::string& node_id) {
   const std::string path = EndsPath(work_dir);

@@ -114,8 +114,8 @@ std::string EncodeEnds(const std::string& node_id, const std::vector<wire::Repli
 // wrote it.
 StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEnds(const std::string& text,
                                                        const std::string& node_id);
-Status WriteEnds(const std::string& work_dir, const std::string& node_id,
-                 const std::vector<wire::ReplicaStatusT>& ended);
+// The ends file's permission bits (the agent writes it with LatestFileWriter, off its loop).
+inline constexpr mode_t kEndsFileMode = 0600;
 // What EndsPath(work_dir) holds; none where there is no file.
 StatusOr<std::vector<wire::ReplicaStatusT>> ReadEnds(const std::string& work_dir,
                                                      const std::string& node_id);

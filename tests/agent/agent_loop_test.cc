@@ -385,6 +385,28 @@ TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
   ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
 }
 
+// The ends file is written off the loop; one that cannot be written (here its temp file's path is
+// taken by a directory, as a full disk or a read-only remount would fail it) leaves the agent
+// running its replicas and reporting them, and is written once it can be, 10 s on.
+TEST_F(AgentLoopTest, AnEndsFileThatCannotBeWrittenIsTriedAgainAndNeverStopsTheAgent) {
+  const std::string blocker = EndsPath(work_.path()) + ".tmp";
+  ASSERT_TRUE(std::filesystem::create_directories(blocker + "/taken"));
+  coordinator_->Launch("node-a", MakeLaunch("job6e", "chief-0", 0, "exit 0"));
+  ASSERT_TRUE(Pump([&] {
+    auto c = coordinator_->Latest(LogKey("job6e", "chief-0", 0));
+    return c && c->state == wire::ReplicaState::SUCCEEDED;
+  }));
+  Elapse(milliseconds(500));
+  EXPECT_FALSE(std::filesystem::exists(EndsPath(work_.path())));
+  std::filesystem::remove_all(blocker);
+  ASSERT_TRUE(Pump(
+      [&] {
+        return std::filesystem::exists(EndsPath(work_.path())) &&
+               ReadFile(EndsPath(work_.path())).find("job6e") != std::string::npos;
+      },
+      milliseconds(500)));
+}
+
 // The coordinator hears nothing (it is down) while a chief succeeds and the agent is then stopped
 // (its worker preempted): the agent started again on the same work dir, an ordinary start, not a
 // live restart, reports both ends at its first registration, from the ends file, instead of

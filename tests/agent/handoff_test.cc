@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "agent/latest_file_writer.h"
 #include "tests/agent/test_util.h"
 
 namespace cohort::agent {
@@ -267,7 +268,10 @@ TEST(EndsFileTest, WhatIsWrittenIsReadBackByTheSameNodeOnly) {
   EXPECT_TRUE(none->empty());
 
   const std::vector<wire::ReplicaStatusT> ended = TwoAttempts().ended;
-  ASSERT_TRUE(WriteEnds(dir.path(), "node-1", ended).ok());
+  {
+    LatestFileWriter writer(EndsPath(dir.path()), kEndsFileMode);  // as the agent writes it
+    writer.Post(1, EncodeEnds("node-1", ended));
+  }
   struct stat st {};
   ASSERT_EQ(::stat(EndsPath(dir.path()).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
