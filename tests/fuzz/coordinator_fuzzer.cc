@@ -2,8 +2,8 @@
 // under /dev/shm, inproc:// sockets), past Message::Parse into its services and managers.
 //
 // Each input starts from the same scene: a fresh state dir, agent "good" (one GPU) running
-// chief-0 of job "target", the HTTP endpoint on a loopback port. The input is then a list of
-// records, each
+// chief-0 of job "target", job array "sweep" and study "study" queued behind it, the HTTP
+// endpoint on a loopback port. The input is then a list of records, each
 //   [peer: 1 byte][length: 2 bytes, little-endian][frame: length bytes]
 // whose frame is sent by peer % 4: 0 the good agent, 1 an agent the coordinator has not met
 // ("evil"), 2 a client, 3 a browser or scraper: the frame is the target of an HTTP GET (path and
@@ -79,6 +79,7 @@ wire::RegisterAgentT Registration() {
   reg.node_id = "good";
   reg.address = "good.local";
   reg.version = "fuzz";
+  reg.agent_instance = "boot/1/1";
   auto gpu = std::make_unique<wire::GpuInfoT>();
   gpu->index = 0;
   gpu->model = "fuzz-gpu";
@@ -87,6 +88,34 @@ wire::RegisterAgentT Registration() {
   reg.cpus = 16;
   reg.memory_mb = 64'000;
   return reg;
+}
+
+// Job array "sweep" (tasks sweep-0..3, two at a time) and study "study" (two trials), of the scene.
+wire::SubmitJobT ArraySubmission() {
+  wire::SubmitJobT array;
+  array.spec_yaml = kJobYaml;
+  array.name = "sweep";
+  array.array = "0-3%2";
+  return array;
+}
+
+wire::SubmitStudyT StudySubmission() {
+  wire::SubmitStudyT study;
+  study.spec_yaml =
+      "name: study\n"
+      "metric: {id: accuracy, goal: maximize}\n"
+      "parameters:\n"
+      "  - {id: lr, type: double, min: 0.001, max: 0.1, scale: log}\n"
+      "algorithm: random\n"
+      "max_trials: 2\n"
+      "parallel_trials: 1\n"
+      "trial_job:\n"
+      "  worker_pools:\n"
+      "    - role: chief\n"
+      "      replicas: 1\n"
+      "      resources: {gpus: 1}\n"
+      "      process: {command: [/bin/train]}\n";
+  return study;
 }
 
 std::unique_ptr<wire::ReplicaStatusT> ChiefStatus(wire::ReplicaState state) {
@@ -200,29 +229,11 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     submit.args.push_back("--lr=0.1");
     submit.labels.push_back(Kv("team", "a"));
     add(2, std::move(submit));
-    wire::SubmitJobT array;
-    array.spec_yaml = kJobYaml;
-    array.name = "sweep";
-    array.array = "0-3%2";
-    add(2, std::move(array));
+    add(2, ArraySubmission());
   }
   {
     wire::SubmitStudyT study;
-    study.spec_yaml =
-        "name: study\n"
-        "metric: {id: accuracy, goal: maximize}\n"
-        "parameters:\n"
-        "  - {id: lr, type: double, min: 0.001, max: 0.1, scale: log}\n"
-        "max_trials: 2\n"
-        "parallel_trials: 1\n"
-        "trial_job:\n"
-        "  worker_pools:\n"
-        "    - role: chief\n"
-        "      replicas: 1\n"
-        "      resources: {gpus: 1}\n"
-        "      process: {command: [/bin/train]}\n";
-    study.name = "study";
-    add(2, std::move(study));
+    add(2, StudySubmission());
   }
   {
     wire::GetJobT get;
@@ -249,9 +260,9 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     logs.offset = 1;
     logs.max_bytes = 100;
     logs.with_times = true;
-    add(2, std::move(logs));
     wire::GetLogsT dumps = logs;
     dumps.dump = true;
+    add(2, std::move(logs));
     add(2, std::move(dumps));
   }
   {
@@ -283,10 +294,14 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     wire::NodeAdminT admin;
     admin.node_id = "good";
     admin.action = action;
-    admin.labels.push_back("zone=b");
-    admin.gpus.push_back(0);
-    admin.reason = "maintenance";
-    add(2, std::move(admin));
+    const std::string a = action;
+    if (a.starts_with("label")) admin.labels.push_back("zone=b");
+    if (a == "cordon" || a.starts_with("drain")) admin.reason = "maintenance";
+    add(2, admin);
+    if (a == "cordon" || a == "uncordon") {  // the node's GPU 0 alone
+      admin.gpus.push_back(0);
+      add(2, std::move(admin));
+    }
   }
   {
     wire::DeleteJobT del;
@@ -447,10 +462,13 @@ struct Scene {
     for (int i = 0; i < passes; ++i) {
       cohort::Status s = coordinator->RunOnce(milliseconds(0));
       if (!s.ok()) Fail("a pass of the loop failed: " + s.ToString());
-      for (auto& p : peers) {
+      for (int peer = 0; peer < 3; ++peer) {
         while (true) {
-          auto m = p->Receive(milliseconds(0));
+          auto m = peers[peer]->Receive(milliseconds(0));
           if (!m.ok() || !m->has_value()) break;
+          if (cohort::Status told = (*m)->ErrorStatus(); !told.ok()) {
+            spdlog::debug("fuzz: peer {} told {}", peer, told.ToString());
+          }
         }
       }
     }
@@ -491,6 +509,7 @@ cohort::coordinator::CoordinatorOptions BaseOptions() {
   options.heartbeat_timeout = milliseconds(10'000);
   options.port_min = 25000;
   options.port_max = 25999;
+  options.backup_dir = options.state_dir + "-backups";  // BackupState writes there
   return options;
 }
 
@@ -510,10 +529,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The state dir, removed again when the process ends.
   static const struct Base {
     cohort::coordinator::CoordinatorOptions options = BaseOptions();
-    ~Base() { fs::remove_all(options.state_dir); }
+    ~Base() {
+      fs::remove_all(options.state_dir);
+      fs::remove_all(options.backup_dir);
+    }
   } owned;
   const cohort::coordinator::CoordinatorOptions& base = owned.options;
   fs::remove_all(base.state_dir);
+  fs::remove_all(base.backup_dir);
   Scene scene;
   scene.Start(base);
   scene.Send(0, Registration());
@@ -522,6 +545,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     wire::SubmitJobT submit;
     submit.spec_yaml = kJobYaml;
     scene.Send(2, std::move(submit));
+    scene.Send(2, ArraySubmission());
+    scene.Send(2, StudySubmission());
   }
   scene.Pump(3);
   scene.clock.Advance(milliseconds(1000));
