@@ -207,6 +207,22 @@ TEST_F(Day2Test, CordonSurvivesACoordinatorRestartAndTheAgentsReRegistering) {
   EXPECT_EQ(history.dump().find("two"), std::string::npos) << history.dump();
 }
 
+// An agent killed and started again at once (as systemd's RestartSec=2s starts a crashed one) is
+// in its node's history: told by which process it is, since by its uptime alone a start seconds
+// after the last cannot be told from a late registration of the same process.
+TEST_F(Day2Test, AnAgentKilledAndStartedAgainAtOnceIsInItsNodesHistory) {
+  ct::AgentOptions options;
+  options.node_id = UniqueNodeId("quick-restart");
+  options.cpus = 4;
+  ASSERT_EQ(cluster_->StartAgent(options), "");
+  cluster_->agent(options.node_id).Kill();
+  ASSERT_EQ(cluster_->StartAgent(options), "");
+  auto history = [&] { return RunCli({"nodes", options.node_id}).out; };
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] { return history().find("its agent started again") != std::string::npos; }, 30s))
+      << history() << cluster_->Logs();
+}
+
 // `cohort cordon NODE --gpu N`: that GPU takes nothing new while the node's others do, `cohort
 // nodes` (and --json) say so, the cordon survives a coordinator restart, and uncordon --gpu ends
 // it; a GPU the node does not have is refused, naming its GPUs.
