@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -526,7 +527,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  // The state dir, removed again when the process ends.
+  // The state and backup dirs, removed again when the process ends.
   static const struct Base {
     cohort::coordinator::CoordinatorOptions options = BaseOptions();
     ~Base() {
