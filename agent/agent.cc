@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
+#include "common/utf8.h"
 #include "common/version.h"
 #include "common/wire_string.h"
 
@@ -352,7 +353,8 @@ void Agent::HandleMessage(const Message& message) {
       if (outbox_.Awaits(id)) {
         HandleAnswer(id, error);
       } else {
-        spdlog::warn("error from the coordinator (request {}): {}", id, error.ToString());
+        spdlog::warn("error from the coordinator (request {}): {}", id,
+                     ValidUtf8(error.ToString(), /*printable=*/true));
       }
       break;
     }
@@ -422,13 +424,14 @@ void Agent::HandleStatusAnswer(Attempt& a, const Outbox::Answer& answer, const S
     // stays in flight and goes again after the resend interval.
     if (answer.current) {
       transient_refusals_.Log("coordinator could not take the status of {}/{} attempt {} yet: {}",
-                              a.job, a.replica, a.attempt, error.ToString());
+                              a.job, a.replica, a.attempt,
+                              ValidUtf8(error.ToString(), /*printable=*/true));
     }
     return;
   }
   if (!error.ok()) {
     spdlog::warn("coordinator rejected the status of {}/{} attempt {}: {}", a.job, a.replica,
-                 a.attempt, error.ToString());
+                 a.attempt, ValidUtf8(error.ToString(), /*printable=*/true));
   }
   a.acked_version = std::max(a.acked_version, answer.version);
   if (answer.current) outbox_.Settle(answer.stream);
@@ -468,8 +471,9 @@ void Agent::HandleDumpStacks(const wire::DumpStacks& dump) {
   std::string key = AttemptKey(Str(dump.job()), Str(dump.replica()), dump.attempt());
   Attempt* a = replicas_.Find(key);
   if (a == nullptr || a->final || !a->process || dumps_.count(key)) {
-    spdlog::info("{}/{} attempt {}: no stacks to take (not running here)", Str(dump.job()),
-                 Str(dump.replica()), dump.attempt());
+    spdlog::info("{}/{} attempt {}: no stacks to take (not running here)",
+                 ValidUtf8(Str(dump.job()), /*printable=*/true),
+                 ValidUtf8(Str(dump.replica()), /*printable=*/true), dump.attempt());
     return;
   }
   spdlog::info("{}/{} attempt {}: taking stacks: {}", a->job, a->replica, a->attempt,
