@@ -18,6 +18,7 @@
 #include "coordinator/launch_plan.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
+#include "tests/testing/hostile_values.h"
 
 namespace cohort::agent {
 namespace {
@@ -383,6 +384,100 @@ TEST_F(AgentLoopTest, RegistrationsCarryHowForgottenAttemptsEnded) {
   EXPECT_EQ(reported["chief-0#0"]->state, wire::ReplicaState::SUCCEEDED);
   cohort::testing::WriteFile(release, "");
   ASSERT_TRUE(PumpUntilDone(LogKey("job6b", "worker-0", 2)));
+}
+
+// Whatever a coordinator sends, well-formed FlatBuffers but hostile in every text and number
+// (bytes that are not UTF-8, control characters, the running replica's names with a hostile rest,
+// negative and huge intervals, offsets, graces and fence times), the agent's passes go on and it
+// still registers or heartbeats afterwards. Left out: LaunchReplica and exec, which act on paths
+// and run commands by design (the coordinator is trusted with them), a stack dump of the real
+// replica (it signals the process), and output_root (the agent writes its storage marker there).
+// Seeded: the same messages each run.
+TEST_F(AgentLoopTest, HostileCoordinatorMessagesNeverStopTheAgent) {
+  coordinator_->Launch(
+      "node-a", MakeLaunch("target", "chief-0", 0, "echo ready; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(Pump([&] { return LogHas(LogKey("target", "chief-0", 0), "ready"); }));
+  cohort::testing::HostileValues hostile(20261208);
+  auto pick = [&](int n) { return hostile.Pick(n); };
+  auto text = [&] { return hostile.Text({"target", "chief-0", "node-a"}); };
+  auto number = [&] { return hostile.Number(); };
+  for (int i = 0; i < 300; ++i) {
+    wire::BodyUnion body;
+    switch (pick(7)) {
+      case 0: {
+        wire::RegisterAgentReplyT reply;
+        reply.heartbeat_interval_ms = static_cast<int>(number());
+        reply.fence_after_ms = number();
+        reply.fence_grace_ms = number();
+        body.Set(std::move(reply));
+        break;
+      }
+      case 1: {
+        wire::HeartbeatReplyT reply;
+        reply.known = pick(4) != 0;
+        auto late = std::make_unique<wire::ReplicaLatenessT>();
+        late->job = text();
+        late->replica = text();
+        late->median_ms = static_cast<double>(number());
+        late->samples = static_cast<int>(number());
+        reply.lateness.push_back(std::move(late));
+        body.Set(std::move(reply));
+        break;
+      }
+      case 2: {
+        wire::LogAckT ack;
+        ack.job = text();
+        ack.replica = text();
+        ack.attempt = pick(2) ? 0 : static_cast<int>(number());
+        ack.next_offset = static_cast<uint64_t>(number());
+        body.Set(std::move(ack));
+        break;
+      }
+      case 3: {
+        wire::StopReplicaT stop;
+        stop.job = text();
+        stop.replica = text();
+        stop.attempt = static_cast<int>(number());
+        stop.grace_ms = static_cast<int>(number());
+        stop.reason = text();
+        body.Set(std::move(stop));
+        break;
+      }
+      case 4: {
+        wire::DumpStacksT dump;
+        dump.job = hostile.Text({"other"});
+        dump.replica = hostile.Text({"chief-0"});
+        dump.attempt = static_cast<int>(number());
+        dump.reason = text();
+        body.Set(std::move(dump));
+        break;
+      }
+      case 5: {
+        wire::ErrorReplyT error;
+        error.code = static_cast<int>(number());
+        error.message = text();
+        body.Set(std::move(error));
+        break;
+      }
+      default:
+        body.Set(wire::AckT{});
+        break;
+    }
+    coordinator_->Send("node-a", std::move(body));
+    for (int pass = 0; pass < 3; ++pass) {
+      ASSERT_TRUE(agent_->RunOnce(milliseconds(1)).ok());
+      coordinator_->Poll(milliseconds(0));
+    }
+  }
+  // Heard from afterwards: a heartbeat, or a registration where a reply said it was not known.
+  const int heartbeats = coordinator_->heartbeats;
+  const size_t registrations = coordinator_->registrations.size();
+  EXPECT_TRUE(Pump(
+      [&] {
+        return coordinator_->heartbeats > heartbeats ||
+               coordinator_->registrations.size() > registrations;
+      },
+      milliseconds(200)));
 }
 
 // The ends file is written off the loop; one that cannot be written (here its temp file's path is

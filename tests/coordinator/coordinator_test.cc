@@ -21,6 +21,7 @@
 #include "common/wire_string.h"
 #include "coordinator/agent_service.h"
 #include "tests/coordinator/test_records.h"
+#include "tests/testing/hostile_values.h"
 
 namespace cohort::coordinator {
 namespace {
@@ -1328,42 +1329,7 @@ TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
   EXPECT_EQ(job.events.front()->message, "submitted (1 replica)");
 }
 
-// Hostile values for the fields of well-formed messages, the same sequence for a seed.
-class HostileValues {
- public:
-  explicit HostileValues(uint32_t seed) : rng_(seed) {}
-  int Pick(int n) { return static_cast<int>(rng_() % static_cast<unsigned>(n)); }
-  uint32_t Raw() { return rng_(); }
-  // Empty, one of `names` (what exists: a job, a replica, a node), Boost's placeholders, long,
-  // control characters and Latin-1, or random bytes.
-  std::string Text(const std::vector<std::string>& names) {
-    switch (Pick(8)) {
-      case 0:
-        return "";
-      case 1:
-      case 2:
-        return names[static_cast<size_t>(Pick(static_cast<int>(names.size())))];
-      case 3:
-        return "%value% %canonical_option%";
-      case 4:
-        return std::string(300, 'x');
-      case 5:
-        return "caf\xe9\x1b[2J\n\t";
-      default: {
-        std::string bytes(static_cast<size_t>(Pick(24)), '\0');
-        for (char& c : bytes) c = static_cast<char>(rng_());
-        return bytes;
-      }
-    }
-  }
-  int64_t Number() {
-    const int64_t values[] = {0, 1, -1, 7, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN};
-    return values[Pick(8)];
-  }
-
- private:
-  std::mt19937 rng_;
-};
+using cohort::testing::HostileValues;
 
 // Whatever a peer on the agent endpoint sends, well-formed FlatBuffers but hostile in every text
 // and number (bytes that are not UTF-8, control characters, Boost's '%value%', names of nothing,
