@@ -125,6 +125,8 @@ grep -q "^LoadCredential=coordinator.key:/etc/cohort/keys/coordinator.key$" \
   /lib/systemd/system/cohort-coordinator.service || fail "the coordinator unit's key credential"
 grep -q "^ExecStart=/usr/bin/cohort-agent --config /etc/cohort/agent.conf$" \
   /lib/systemd/system/cohort-agent.service || fail "the agent unit's ExecStart"
+# Each replica is bounded in its own cgroup; systemd's default TasksMax would bound them together.
+grep -q "^TasksMax=infinity$" /lib/systemd/system/cohort-agent.service || fail "the agent unit's TasksMax"
 grep -q "^client-keys = /etc/cohort/keys/clients$" /etc/cohort/coordinator.conf || fail "coordinator.conf client-keys"
 grep -q "^key-file = /etc/cohort/keys/agent.key$" /etc/cohort/agent.conf || fail "agent.conf key-file"
 # (--help wraps its lines: compare with the whitespace squeezed.)
