@@ -53,7 +53,8 @@ dir=$(dirname "$0")/..
 [ "$1" = unpack ] && [ "$2" = --image ] || { echo "fake umoci: unexpected $*" >&2; exit 2; }
 echo "$3" >> "$dir/calls"
 mkdir -p "$4/rootfs"
-echo $$ > "$dir/started"
+# Renamed into place: a test that sees the file reads the whole pid.
+echo $$ > "$dir/started.tmp" && mv "$dir/started.tmp" "$dir/started"
 while [ ! -e "$dir/go" ]; do sleep 0.05; done
 if [ -e "$dir/fail" ]; then echo "umoci: layer sha256:0bad: unexpected EOF" >&2; exit 1; fi
 cp -a "$dir/template/." "$4/rootfs/"

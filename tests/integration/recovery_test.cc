@@ -522,7 +522,8 @@ TEST_F(RecoveryTest, ALostStateDiskIsRestoredFromABackupAndTheRunningJobGoesOnUn
     return info.ok() && info->state == wire::JobState::RUNNING;
   };
   ASSERT_TRUE(ct::WaitUntil(running, 20s)) << "the job never ran";
-  ASSERT_TRUE(ct::WaitUntil([&] { return ct::FileExists(cluster_->scratch("pid")); }, 10s));
+  // Not just there: the shell creates the file before it writes the pid.
+  ASSERT_TRUE(ct::WaitUntil([&] { return !ct::ReadFile(cluster_->scratch("pid")).empty(); }, 10s));
   const std::string pid = ct::ReadFile(cluster_->scratch("pid"));
   // A job that runs when the backup is taken and succeeds after it: the restored coordinator
   // thinks it still runs, and must learn from the agent how it ended, not run it again. Each
