@@ -1,5 +1,6 @@
 #include "agent/handoff.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,6 +60,17 @@ class Fields {
     for (const auto& [key, value] : v->items()) {
       if (!value.is_string()) return Fail(name, "must be an object of strings"), out;
       out[key] = value.get<std::string>();
+    }
+    return out;
+  }
+  std::vector<std::string> StringList(const char* name) {
+    std::vector<std::string> out;
+    const json* v = Find(name);
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Fail(name, "must be a list of strings"), out;
+    for (const json& item : *v) {
+      if (!item.is_string()) return Fail(name, "must be a list of strings"), out;
+      out.push_back(item.get<std::string>());
     }
     return out;
   }
@@ -178,6 +190,42 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   return a;
 }
 
+// "previous_image": {"fd": 5, "argv": [...]}; nullopt where there is none (an older agent's).
+StatusOr<std::optional<PreviousImage>> DecodePreviousImage(const json& in) {
+  Fields file(in, "handoff file");
+  const json* object = file.Object("previous_image");
+  if (!file.status().ok()) return file.status();
+  if (object == nullptr) return std::optional<PreviousImage>();
+  Fields f(*object, "handoff previous_image");
+  PreviousImage image;
+  image.fd = static_cast<int>(f.Integer("fd", 3, INT32_MAX));
+  image.argv = f.StringList("argv");
+  f.Require(image.fd > 2, "fd", "missing");
+  f.Require(!image.argv.empty(), "argv", "must not be empty");
+  if (!f.status().ok()) return f.status();
+  return std::optional<PreviousImage>(std::move(image));
+}
+
+// The way back `text` holds, where this process wrote it and its descriptor is an executable file
+// (of the image this one replaced: nothing else could have opened it since the execve, as it was
+// left open across it).
+std::optional<WayBack> WayBackIn(const std::string& text) {
+  json in = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!in.is_object()) return std::nullopt;
+  auto pid = in.find("agent_pid");
+  if (pid == in.end() || !pid->is_number_integer() || pid->get<int64_t>() != ::getpid()) {
+    return std::nullopt;
+  }
+  auto image = DecodePreviousImage(in);
+  if (!image.ok() || !image->has_value()) return std::nullopt;
+  struct stat st;
+  if (::fstat((*image)->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (st.st_mode & (S_IXUSR | S_IXGRP | S_IXOTH)) == 0) {
+    return std::nullopt;
+  }
+  return WayBack{std::move(**image), text};
+}
+
 json EncodeEnded(const wire::ReplicaStatusT& s) {
   return {{"job", s.job},
           {"job_created_ms", s.job_created_ms},
@@ -260,11 +308,18 @@ StatusOr<std::string> EncodeHandoff(const Handoff& handoff) {
   }
   // The ends and the version are text for people: what is not UTF-8 in them is replaced, as in
   // the ends file.
-  return json{{"agent_pid", handoff.agent_pid},
+  json out = {{"agent_pid", handoff.agent_pid},
               {"from_version", handoff.from_version},
               {"attempts", attempts},
-              {"ended", EncodeEndedList(handoff.ended)}}
-      .dump(1, ' ', false, json::error_handler_t::replace);
+              {"ended", EncodeEndedList(handoff.ended)}};
+  if (handoff.previous_image) {
+    out["previous_image"] = {{"fd", handoff.previous_image->fd},
+                             {"argv", handoff.previous_image->argv}};
+  }
+  if (!handoff.went_back_because.empty()) out["went_back_because"] = handoff.went_back_because;
+  // An argument that is not UTF-8 is replaced too: the way back then runs with the replacement,
+  // which is no worse than the flag parser refusing it (the agent was started with it).
+  return out.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
 StatusOr<Handoff> DecodeHandoff(const std::string& text) {
@@ -274,8 +329,10 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text) {
   Handoff handoff;
   handoff.agent_pid = static_cast<pid_t>(f.Integer("agent_pid", 1, kMaxPid));
   handoff.from_version = f.String("from_version");
+  handoff.went_back_because = f.String("went_back_because");
   f.Require(handoff.agent_pid > 0, "agent_pid", "missing");
   if (!f.status().ok()) return f.status();
+  COHORT_ASSIGN_OR_RETURN(handoff.previous_image, DecodePreviousImage(in));
   auto attempts = in.find("attempts");
   if (attempts != in.end() && !attempts->is_null()) {
     if (!attempts->is_array()) return InvalidArgument("handoff file.attempts: must be a list");
@@ -303,13 +360,15 @@ StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& h
   return path;
 }
 
-StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir) {
+StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir,
+                                             std::optional<WayBack>* way_back) {
   if (std::getenv(kHandoffVariable) == nullptr) return std::optional<Handoff>();
   ::unsetenv(kHandoffVariable);
   const std::string path = HandoffPath(work_dir);
   auto text = ReadFileToString(path, "handoff file");
   ::unlink(path.c_str());
   if (!text.ok()) return text.status();
+  if (way_back != nullptr) *way_back = WayBackIn(*text);
   auto handoff = DecodeHandoff(*text);
   if (!handoff.ok()) return handoff.status().WithContext(path);
   if (handoff->agent_pid != ::getpid()) {
@@ -318,6 +377,13 @@ StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir) {
                            "): its replicas are not this process's children");
   }
   return std::optional<Handoff>(std::move(*handoff));
+}
+
+std::string HandoffGoingBack(const WayBack& way_back, const std::string& why) {
+  json out = json::parse(way_back.handoff, nullptr, /*allow_exceptions=*/false);
+  out.erase("previous_image");
+  out["went_back_because"] = why;
+  return out.dump(1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string EndsPath(const std::string& work_dir) { return work_dir + "/.agent-ends.json"; }

@@ -14,7 +14,14 @@
 // file that does not parse, was written by another process (a leftover of an agent that died
 // between writing it and its execve), or holds an entry that does not check out is refused whole
 // with an error naming what is wrong: the new image then starts as after a crash, and its sweep
-// kills what the replicas of that file left.
+// kills what the replicas of that file left (unless it goes back, below).
+//
+// The way back: the old image also hands over a descriptor of its own executable, open across the
+// execve, and the arguments it ran with (PreviousImage). A new image that fails its start before
+// it took the replicas over (a port it cannot bind, a handoff it cannot read) goes back to that
+// image, same pid, with the handoff as it was written and why (agent/main.cc): the replicas stay
+// the children of an agent that runs, instead of dying with the failed one. A crash of the new
+// image still takes them down (they are its children).
 //
 // Thread safety: plain functions and values.
 #pragma once
@@ -68,9 +75,19 @@ struct HandedOverAttempt {
   uint64_t measurements_acked = 0;
 };
 
+// The image that wrote a handoff: its executable, open (not closed on exec), and its argv.
+struct PreviousImage {
+  int fd = -1;
+  std::vector<std::string> argv;
+};
+
 struct Handoff {
   pid_t agent_pid = 0;  // the process that wrote it, which must be the one reading it
   std::string from_version;
+  // Written by every image since the way back came (an older one's handoff has none).
+  std::optional<PreviousImage> previous_image;
+  // Set where a new image went back to this one (HandoffGoingBack): why it failed its start.
+  std::string went_back_because;
   std::vector<HandedOverAttempt> attempts;
   // The final statuses of attempts that ended here, the oldest first: job, job_created_ms,
   // replica, attempt, state (a final one), exit_code, signal, cause_signal and message.
@@ -86,11 +103,24 @@ StatusOr<Handoff> DecodeHandoff(const std::string& text);
 
 // Writes the handoff to HandoffPath(work_dir) and returns that path.
 StatusOr<std::string> WriteHandoff(const std::string& work_dir, const Handoff& handoff);
+// The way back to the image that wrote a handoff, read from the file on its own, so that a new
+// image that cannot take the rest of it goes back as well: its PreviousImage, whose descriptor is
+// checked to be an open executable file, and the file as it was written.
+struct WayBack {
+  PreviousImage image;
+  std::string handoff;
+};
+
 // What the old image handed over, when this process was re-executed with one (kHandoffVariable
 // set): reads and removes HandoffPath(work_dir) and unsets the variable. nullopt when there is
 // none; an error when there is one that cannot be taken (see above), also when this process did
-// not write it.
-StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir);
+// not write it. With `way_back`, it is set where the file holds one this process can take (its
+// pid wrote it, and the descriptor is an executable file), whether or not the rest is taken.
+StatusOr<std::optional<Handoff>> TakeHandoff(const std::string& work_dir,
+                                             std::optional<WayBack>* way_back = nullptr);
+// The handoff to give the image `way_back` goes back to: the file it wrote, without its
+// previous_image (that descriptor is not open in it) and with went_back_because = `why`.
+std::string HandoffGoingBack(const WayBack& way_back, const std::string& why);
 
 // The ends file: how the attempts that ended here ended (Handoff::ended), kept on disk for the
 // next start of the agent that is not a live restart (a reboot, a stop and start, an upgrade by

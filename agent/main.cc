@@ -3,7 +3,8 @@
 // the GPUs that Xids took out of service back, once their admin has reset them. SIGUSR2 is a live
 // restart: once the agent can hand its replicas over, it re-executes its binary (the file at the
 // path it was started from: an upgraded package's; OwnExecutable) in place, same pid, with a
-// handoff (agent/handoff.h), and the new image takes them over; they run on untouched.
+// handoff (agent/handoff.h), and the new image takes them over; they run on untouched. A new
+// image that fails its start before it took them over goes back to the old one (GoBack).
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include "agent/captured_command.h"
 #include "agent/cgroup.h"
 #include "agent/proc_scan.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 #include "common/version.h"
@@ -61,11 +63,32 @@ sigset_t HandledSignals() {
   return set;
 }
 
+// The descriptors open in this process.
+std::set<int> OpenDescriptors() {
+  std::set<int> open;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    open.insert(std::atoi(entry.path().filename().c_str()));
+  }
+  std::erase_if(open, [](int fd) { return ::fcntl(fd, F_GETFD) < 0; });  // the listing's own
+  return open;
+}
+
+// Marks every descriptor above stderr but `kept` close-on-exec: what this image holds (the
+// coordinator's socket, the HTTP listener, files) closes at the execve.
+void CloseOnExecAllBut(const std::set<int>& kept) {
+  for (int fd : OpenDescriptors()) {
+    if (fd > 2 && kept.count(fd) == 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+}
+
 // Re-executes `exe` with `argv` (`argc` of them) and the handoff, once `exe` proved it runs
 // (--version) and takes argv's flags and config file (--check-config); returns only when that
-// failed (the handoff file is removed then, and the agent runs on).
+// failed (the handoff file is removed then, and the agent runs on). The handoff holds the way
+// back to this image (its executable, open across the execve, and argv), which a new image that
+// fails its start takes (GoBack).
 cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
-                         const cohort::agent::Handoff& handoff, const std::string& work_dir) {
+                         cohort::agent::Handoff handoff, const std::string& work_dir) {
   using namespace cohort;
   if (exe.empty()) return FailedPrecondition("the agent's own executable is unknown");
   // The new binary must at least run (its libraries load, it is an agent): once exec'd, one that
@@ -99,18 +122,29 @@ cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
                                 ended(config) + "): " + said);
     }
   }
-  COHORT_ASSIGN_OR_RETURN(std::string path, agent::WriteHandoff(work_dir, handoff));
-  // What this image holds (the coordinator's socket, the HTTP listener, files) closes at the
-  // execve; the status pipes of the replicas' inits stay open (ReplicaProcess::HandOver).
+  // This image's executable, even where the upgrade replaced or removed its file.
+  const int image_fd = ::open("/proc/self/exe", O_RDONLY);
+  if (image_fd >= 0) {
+    handoff.previous_image =
+        agent::PreviousImage{image_fd, std::vector<std::string>(argv, argv + argc)};
+  } else {
+    spdlog::warn(
+        "live restart: cannot open this image ({}): a new one that fails its start "
+        "cannot go back to it",
+        std::strerror(errno));
+  }
+  auto path = agent::WriteHandoff(work_dir, handoff);
+  if (!path.ok()) {
+    if (image_fd >= 0) ::close(image_fd);
+    return path.status();
+  }
+  // The status pipes of the replicas' inits (ReplicaProcess::HandOver) and the way back stay open.
   std::set<int> kept;
   for (const agent::HandedOverAttempt& a : handoff.attempts) {
     if (a.status_fd >= 0) kept.insert(a.status_fd);
   }
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
-    const int fd = std::atoi(entry.path().filename().c_str());
-    if (fd > 2 && kept.count(fd) == 0) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
-  }
+  if (image_fd >= 0) kept.insert(image_fd);
+  CloseOnExecAllBut(kept);
   ::setenv(agent::kHandoffVariable, "1", 1);
   spdlog::info("live restart: executing {}", exe);
   spdlog::default_logger()->flush();
@@ -123,13 +157,51 @@ cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
   const int err = errno;
   ::sigprocmask(SIG_SETMASK, &before, nullptr);
   ::unsetenv(agent::kHandoffVariable);
-  ::unlink(path.c_str());
+  ::unlink(path->c_str());
+  if (image_fd >= 0) ::close(image_fd);
   return ErrnoStatus("execv " + exe, err);
+}
+
+// Goes back to the image that handed over (`way_back`), same pid, with its handoff as it wrote it
+// and `why` this image failed its start, which must come before this image took the replicas
+// over: they are still that handoff's, their status pipes among `inherited` (the descriptors open
+// when this image began), which stay open. A stop asked for meanwhile is asked of that image (the
+// signal waits across the execve). Returns only where that failed.
+cohort::Status GoBack(const cohort::agent::WayBack& way_back, const std::string& why,
+                      const std::set<int>& inherited, const std::string& work_dir) {
+  using namespace cohort;
+  spdlog::error(
+      "live restart: this image (cohort-agent {}) failed its start: {}; going back to the image "
+      "it replaced, which takes the replicas over again",
+      COHORT_VERSION, why);
+  const std::string path = agent::HandoffPath(work_dir);
+  COHORT_RETURN_IF_ERROR(ReplaceFile(path, agent::HandoffGoingBack(way_back, why), 0600));
+  std::set<int> kept = inherited;
+  kept.erase(way_back.image.fd);  // an ELF image runs from a descriptor closed on exec
+  CloseOnExecAllBut(kept);
+  ::fcntl(way_back.image.fd, F_SETFD, FD_CLOEXEC);
+  std::vector<char*> argv;
+  for (const std::string& arg : way_back.image.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  ::setenv(agent::kHandoffVariable, "1", 1);
+  spdlog::default_logger()->flush();
+  const sigset_t handled = HandledSignals();
+  sigset_t before;
+  ::sigprocmask(SIG_BLOCK, &handled, &before);
+  if (g_stop.load()) ::raise(SIGTERM);
+  ::fexecve(way_back.image.fd, argv.data(), environ);
+  const int err = errno;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  ::unsetenv(agent::kHandoffVariable);
+  ::unlink(path.c_str());
+  return ErrnoStatus("going back to the image it replaced (fexecve)", err);
 }
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace cohort;
+  // What the image before this one left open for it (a live restart's status pipes and way back).
+  const std::set<int> inherited = OpenDescriptors();
   // Handlers first: the default action of these signals would end the agent, and with it (by
   // PR_SET_PDEATHSIG, at once) its replicas. A live restart execs this image with them blocked
   // (ReExecute), so one that comes meanwhile waits for its handler here and is then taken as any
@@ -156,11 +228,24 @@ int main(int argc, char** argv) {
   }
   if (flags->check_config) return std::puts("cohort-agent: the configuration holds") < 0;
   // A live restart's handoff, taken (and its file removed) before anything else.
-  StatusOr<std::optional<agent::Handoff>> handoff = agent::TakeHandoff(flags->config.work_dir);
+  std::optional<agent::WayBack> way_back;
+  StatusOr<std::optional<agent::Handoff>> handoff =
+      agent::TakeHandoff(flags->config.work_dir, &way_back);
   if (!handoff.ok()) {
+    if (way_back) {
+      Status failed =
+          GoBack(*way_back, "its handoff cannot be taken: " + handoff.status().ToString(),
+                 inherited, flags->config.work_dir);
+      spdlog::error("live restart: {}", failed.ToString());
+    }
     spdlog::error("live restart: {}; starting afresh (what its replicas left is swept)",
                   handoff.status().ToString());
     handoff = std::optional<agent::Handoff>();
+  } else if (*handoff && !(*handoff)->went_back_because.empty()) {
+    spdlog::error(
+        "live restart undone: the new image failed its start ({}); this one (cohort-agent {}) "
+        "runs on with the replicas it handed over: mend the install and ask again (SIGUSR2)",
+        (*handoff)->went_back_because, COHORT_VERSION);
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   agent::AddGpuLabels(flags->config.inventory.gpus, &flags->config.labels);
@@ -180,9 +265,15 @@ int main(int argc, char** argv) {
   MonotonicClock clock;
   auto agent = agent::BuildAgent(context, *flags, &clock, *handoff ? &**handoff : nullptr);
   if (!agent.ok()) {
+    if (way_back) {
+      Status failed =
+          GoBack(*way_back, agent.status().ToString(), inherited, flags->config.work_dir);
+      spdlog::error("live restart: {}", failed.ToString());
+    }
     spdlog::error("{}", agent.status().ToString());
     return 1;
   }
+  if (way_back) ::close(way_back->image.fd);  // started: no going back
   spdlog::info("node {} ({}): {} GPU(s), {} CPU(s), {} MiB; coordinator {}", flags->config.node_id,
                flags->config.advertise_address, flags->config.inventory.gpus.size(),
                flags->config.inventory.cpus, flags->config.inventory.memory_mb,

@@ -3,6 +3,7 @@
 // else's is refused whole, naming what is wrong, never half taken.
 #include "agent/handoff.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <tuple>
 
 #include "agent/latest_file_writer.h"
 #include "tests/agent/test_util.h"
@@ -124,6 +127,17 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   ASSERT_TRUE(without.ok()) << without.status().ToString();
   EXPECT_TRUE(without->ended.empty());
   EXPECT_EQ(without->attempts[0].job_created_ms, 0);
+  EXPECT_FALSE(without->previous_image.has_value());  // nor one older than the way back
+
+  Handoff with_way_back = TwoAttempts();
+  with_way_back.previous_image = PreviousImage{9, {"/usr/bin/cohort-agent", "--config", "a b"}};
+  with_way_back.went_back_because = "UNAVAILABLE: --http-endpoint: cannot bind";
+  back = DecodeHandoff(*EncodeHandoff(with_way_back));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->previous_image.has_value());
+  EXPECT_EQ(back->previous_image->fd, 9);
+  EXPECT_EQ(back->previous_image->argv, with_way_back.previous_image->argv);
+  EXPECT_EQ(back->went_back_because, with_way_back.went_back_because);
 }
 
 TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
@@ -178,6 +192,20 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
   nlohmann::json file = nlohmann::json::parse(*EncodeHandoff(TwoAttempts()));
   file["ended"] = "none";
   EXPECT_EQ(Refusal(file.dump()), "handoff file.ended: must be a list");
+
+  auto with_image = [](nlohmann::json value) {
+    nlohmann::json file = nlohmann::json::parse(*EncodeHandoff(TwoAttempts()));
+    file["previous_image"] = std::move(value);
+    return Refusal(file.dump());
+  };
+  EXPECT_EQ(with_image(5), "handoff file.previous_image: must be an object");
+  EXPECT_EQ(with_image({{"fd", 1}, {"argv", {"/a"}}}),
+            "handoff previous_image.fd: must be in 3..2147483647");
+  EXPECT_EQ(with_image({{"argv", {"/a"}}}), "handoff previous_image.fd: missing");
+  EXPECT_EQ(with_image({{"fd", 5}, {"argv", nlohmann::json::array()}}),
+            "handoff previous_image.argv: must not be empty");
+  EXPECT_EQ(with_image({{"fd", 5}, {"argv", {"/a", 2}}}),
+            "handoff previous_image.argv: must be a list of strings");
 }
 
 // JSON carries only UTF-8: an attempt whose environment or paths hold other bytes (the agent's own
@@ -257,6 +285,77 @@ TEST_F(TakeHandoffTest, RefusesAnotherProcesssFileAndAMissingOne) {
   taken = TakeHandoff(dir_.path());
   ASSERT_FALSE(taken.ok());
   EXPECT_EQ(taken.status().code(), StatusCode::kNotFound) << taken.status().ToString();
+}
+
+// The way back to the image that wrote the handoff is read on its own: a new image that cannot take
+// the rest goes back as well. It is taken only from this process's file, with a descriptor of an
+// executable file; what goes back is the file as written, less the way back, plus why.
+TEST_F(TakeHandoffTest, TheWayBackIsTakenOnItsOwnFromThisProcesssFileOnly) {
+  const int image = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(image, 0);
+  Handoff h = TwoAttempts();
+  h.previous_image = PreviousImage{image, {"/usr/bin/cohort-agent", "--node-id", "gpu1"}};
+  auto take = [&](const std::string& text) {
+    testing::WriteFile(HandoffPath(dir_.path()), text);
+    ::setenv(kHandoffVariable, "1", 1);
+    std::optional<WayBack> way_back;
+    auto taken = TakeHandoff(dir_.path(), &way_back);
+    return std::make_pair(taken.ok(), way_back);
+  };
+  const std::string written = *EncodeHandoff(h);
+  auto [ok, way_back] = take(written);
+  EXPECT_TRUE(ok);
+  ASSERT_TRUE(way_back.has_value());
+  EXPECT_EQ(way_back->image.fd, image);
+  EXPECT_EQ(way_back->image.argv, h.previous_image->argv);
+  EXPECT_EQ(way_back->handoff, written);
+
+  // What goes back: the same handoff, without the way back (its descriptor is closed then), and
+  // why.
+  auto back = DecodeHandoff(HandoffGoingBack(*way_back, "UNAVAILABLE: a port is taken"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->previous_image.has_value());
+  EXPECT_EQ(back->went_back_because, "UNAVAILABLE: a port is taken");
+  EXPECT_EQ(back->attempts.size(), 2u);
+  EXPECT_EQ(back->ended.size(), 2u);
+
+  // A handoff this image cannot take still has its way back.
+  nlohmann::json broken = nlohmann::json::parse(written);
+  broken["attempts"][0]["pid"] = "many";
+  std::tie(ok, way_back) = take(broken.dump());
+  EXPECT_FALSE(ok);
+  ASSERT_TRUE(way_back.has_value());
+  EXPECT_EQ(way_back->handoff, broken.dump());
+
+  // None from another process's file, nor to a descriptor that is not an executable file.
+  Handoff theirs = h;
+  theirs.agent_pid = ::getpid() + 1;
+  std::tie(ok, way_back) = take(*EncodeHandoff(theirs));
+  EXPECT_FALSE(way_back.has_value());
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  Handoff to_a_pipe = h;
+  to_a_pipe.previous_image->fd = pipe_fds[0];
+  std::tie(ok, way_back) = take(*EncodeHandoff(to_a_pipe));
+  EXPECT_TRUE(ok);
+  EXPECT_FALSE(way_back.has_value());
+  const std::string data = dir_.path() + "/data";
+  testing::WriteFile(data, "not a program");
+  const int file = ::open(data.c_str(), O_RDONLY | O_CLOEXEC);
+  Handoff to_data = h;
+  to_data.previous_image->fd = file;
+  std::tie(ok, way_back) = take(*EncodeHandoff(to_data));
+  EXPECT_FALSE(way_back.has_value());
+  ::close(image);
+  ::close(file);
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+  std::tie(ok, way_back) = take(written);  // its descriptor now closed
+  EXPECT_FALSE(way_back.has_value());
+  Handoff none = TwoAttempts();
+  std::tie(ok, way_back) = take(*EncodeHandoff(none));
+  EXPECT_TRUE(ok);
+  EXPECT_FALSE(way_back.has_value());
 }
 
 // The ends file: an ordinary start reads back what the agent before it wrote, for this node only;

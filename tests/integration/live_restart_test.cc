@@ -11,8 +11,11 @@
 //
 // Each test runs twice: with the agent's defaults (cgroups and, as root, a PID namespace per
 // replica) and with --cgroups off (process groups and COHORT_ATTEMPT_DIR only).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -57,6 +60,13 @@ std::set<pid_t> Children(pid_t pid) {
   std::set<pid_t> out;
   for (pid_t child; in >> child;) out.insert(child);
   return out;
+}
+
+// How many times `what` is in `text`.
+size_t Occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
 }
 
 std::string Executable(pid_t pid) {
@@ -158,10 +168,11 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
     if (!repoint) {
       EXPECT_TRUE(Executable(pid).ends_with(" (deleted)")) << Executable(pid);
     }
-    agent().Signal(SIGUSR2);
     const std::string took = "live restart: took over " + std::to_string(attempts) + " of " +
                              std::to_string(attempts) + " replica attempt(s)";
-    ASSERT_TRUE(ct::WaitUntil([&] { return AgentLog().find(took) != std::string::npos; }, 30s))
+    const size_t took_before = Occurrences(AgentLog(), took);
+    agent().Signal(SIGUSR2);
+    ASSERT_TRUE(ct::WaitUntil([&] { return Occurrences(AgentLog(), took) > took_before; }, 30s))
         << AgentLog();
     EXPECT_TRUE(agent().running());
     EXPECT_EQ(agent().pid(), pid);
@@ -205,6 +216,8 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
         << text;
     return text;
   }
+
+  void ExpectAFailedStartIsUndone(const std::string& start, const std::string& named);
 
   const std::string node_ = UniqueNodeId("liverestart");
   ct::TempDir bin_{"cohort-live-restart"};
@@ -409,6 +422,81 @@ TEST_P(LiveRestartTest, ANewBinaryThatRefusesTheConfigIsRefusedAndTheAgentRunsOn
   ct::WriteFile(config_, "log-level = info\n");
   ASSERT_NO_FATAL_FAILURE(LiveRestart(1));
   ExpectTickersEndWithoutARestart(job);
+}
+
+// An upgrade whose new binary passes the pre-flights but fails its start after it took the
+// handoff is undone: the new image goes back to the one it replaced, which takes the replicas over
+// again. The same process runs on with them, their job spends no restart, and the upgrade goes
+// through once the install is mended. The new binary here is v2's agent behind a script in v1's
+// place, which lets it answer the pre-flights as it is and runs the shell code `start` before it
+// starts it (the agent's arguments are "$@"); its failure must be named by `named`.
+void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
+                                                 const std::string& named) {
+  const std::string job = SubmitTickers(/*workers=*/1, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  const pid_t pid = agent().pid();
+  const std::set<pid_t> replicas = Children(pid);
+  ASSERT_EQ(replicas.size(), 2u) << "the agent's children: its two replicas' main processes";
+  ASSERT_NO_FATAL_FAILURE(Install("v2"));
+  const std::string v1 = bin_.Join("v1/cohort-agent"), v2 = bin_.Join("v2/cohort-agent");
+  ct::WriteFile(v1 + ".new",
+                "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" --help \"*|*\" "
+                "--check-config \"*) exec " +
+                    v2 + " \"$@\" ;; esac\n" + start + "\nexec " + v2 + " \"$@\"\n");
+  std::filesystem::permissions(v1 + ".new", std::filesystem::perms::owner_all);
+  std::filesystem::rename(v1 + ".new", v1);
+  const std::string took = "live restart: took over 2 of 2 replica attempt(s)";
+  const size_t took_before = Occurrences(AgentLog(), took);
+  agent().Signal(SIGUSR2);
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        return AgentLog().find("live restart undone: the new image failed its start") !=
+                   std::string::npos &&
+               Occurrences(AgentLog(), took) > took_before;
+      },
+      30s))
+      << AgentLog();
+  const std::string log = AgentLog();
+  EXPECT_NE(
+      log.find("this image (cohort-agent " + std::string(COHORT_VERSION) + ") failed its start: "),
+      std::string::npos)
+      << log;
+  EXPECT_NE(log.find(named), std::string::npos) << "what failed is named: " << log;
+  EXPECT_TRUE(agent().running());
+  EXPECT_EQ(agent().pid(), pid);
+  EXPECT_EQ(Executable(pid), v1 + " (deleted)") << "the image the upgrade replaced, again";
+  EXPECT_EQ(Children(pid), replicas) << "the same processes, still the agent's children";
+  auto client = cluster_->Client();
+  auto info = client.GetJob(job);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->state, wire::JobState::RUNNING);
+  EXPECT_EQ(info->restarts, 0);
+  // Mended (a good binary in v1's place), the next request goes through.
+  ASSERT_NO_FATAL_FAILURE(LiveRestart(2));
+  ExpectTickersEndWithoutARestart(job);
+}
+
+// The HTTP port the new image is to serve on is taken.
+TEST_P(LiveRestartTest, ANewBinaryThatCannotBindItsPortGoesBackAndTheReplicasRunOn) {
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&address), length), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  const std::string port = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  ExpectAFailedStartIsUndone(
+      "for a in \"$@\"; do\n"
+      "  shift; [ \"$prev\" = --http-endpoint ] && a=" +
+          port +
+          "\n"
+          "  set -- \"$@\" \"$a\"; prev=$a\n"
+          "done",
+      "--http-endpoint: HTTP endpoint " + port + ": cannot bind");
+  ::close(taken);
 }
 
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
