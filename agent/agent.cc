@@ -234,6 +234,9 @@ StatusOr<Handoff> Agent::HandOverNow() {
 
 int Agent::Adopt(const Handoff& handoff) {
   replicas_.KeepEnded(handoff.ended);
+  if (!handoff.went_back_because.empty()) {
+    session_.TellLiveRestartUndone(handoff.went_back_because);
+  }
   int adopted = 0;
   for (const HandedOverAttempt& h : handoff.attempts) {
     Status s = replicas_.Adopt(h);

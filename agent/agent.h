@@ -200,7 +200,8 @@ class Agent {
   // failed, Run() goes on as before.
   std::optional<Handoff> TakeHandoff() { return std::exchange(handoff_, std::nullopt); }
   // Takes on what an earlier image handed over (before the first RunOnce); returns how many
-  // attempts it adopted, logging each one it could not.
+  // attempts it adopted, logging each one it could not. Where a new image went back to this one
+  // (Handoff::went_back_because), the registration tells the coordinator why.
   int Adopt(const Handoff& handoff);
   // An ordinary start's, instead (before the first RunOnce): keeps how attempts that ended here
   // before ended, from the ends file (agent/handoff.h), for the first registration to report.

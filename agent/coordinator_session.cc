@@ -57,6 +57,7 @@ std::optional<std::map<std::string, uint64_t>> CoordinatorSession::OnRegistered(
   fence_grace_ = milliseconds(std::max<int64_t>(0, reply.fence_grace_ms()));
   std::map<std::string, uint64_t> acked = std::move(it->second);
   register_requests_.clear();
+  live_restart_undone_.clear();  // told
   if (!registered_) spdlog::info("registered with the coordinator at {}", config_.coordinator);
   registered_ = true;
   register_backoff_ = milliseconds(0);
@@ -126,6 +127,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
   reg.version = COHORT_VERSION;
   reg.uptime_ms = ProcessUptimeMs();
   reg.agent_instance = ProcessInstance();
+  reg.live_restart_undone = live_restart_undone_;
   if (auto storage = storage_.Report()) {
     reg.storage = std::make_unique<wire::StorageReportT>(std::move(*storage));
   }

@@ -101,6 +101,9 @@ class CoordinatorSession {
   bool FenceDue();
   milliseconds fence_after() const { return fence_after_; }
   milliseconds fence_grace() const { return fence_grace_; }
+  // Why this agent's live restart was undone (Handoff::went_back_because): told in its
+  // registrations until one is answered.
+  void TellLiveRestartUndone(std::string why) { live_restart_undone_ = std::move(why); }
   // Sends RegisterAgent with `replicas` and backs off before the next one.
   void Register(ReplicaReport replicas, const GpuHealth& gpus = {});
   bool HeartbeatDue() const { return Now() >= next_heartbeat_; }
@@ -133,6 +136,7 @@ class CoordinatorSession {
   milliseconds fence_after_{0};    // 0: no fencing
   milliseconds fence_grace_{0};
   bool fenced_ = false;  // FenceDue() fired in this silence
+  std::string live_restart_undone_;
   StorageCheck storage_;
   HealthCheck health_;
 };

@@ -175,7 +175,8 @@ cohort::Status GoBack(const cohort::agent::WayBack& way_back, const std::string&
       "it replaced, which takes the replicas over again",
       COHORT_VERSION, why);
   const std::string path = agent::HandoffPath(work_dir);
-  COHORT_RETURN_IF_ERROR(ReplaceFile(path, agent::HandoffGoingBack(way_back, why), 0600));
+  const std::string told = "cohort-agent " COHORT_VERSION " failed its start: " + why;
+  COHORT_RETURN_IF_ERROR(ReplaceFile(path, agent::HandoffGoingBack(way_back, told), 0600));
   std::set<int> kept = inherited;
   kept.erase(way_back.image.fd);  // an ELF image runs from a descriptor closed on exec
   CloseOnExecAllBut(kept);
@@ -243,8 +244,8 @@ int main(int argc, char** argv) {
     handoff = std::optional<agent::Handoff>();
   } else if (*handoff && !(*handoff)->went_back_because.empty()) {
     spdlog::error(
-        "live restart undone: the new image failed its start ({}); this one (cohort-agent {}) "
-        "runs on with the replicas it handed over: mend the install and ask again (SIGUSR2)",
+        "live restart undone: {}; this one (cohort-agent {}) runs on with the replicas it "
+        "handed over: mend the install and ask again (SIGUSR2)",
         (*handoff)->went_back_because, COHORT_VERSION);
   }
   flags->config.inventory = *agent::BuildInventory(*flags);

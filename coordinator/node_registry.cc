@@ -299,6 +299,10 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
     events.push_back("its agent is now " + agent + " (was " +
                      (version_before.empty() ? "of unknown version" : version_before) + ")");
   }
+  if (std::string undone = AgentText(req.live_restart_undone()); !undone.empty()) {
+    events.push_back("its agent's live restart was undone: " + undone + "; it runs " + agent +
+                     " as before");
+  }
   ReadHealth(req.unhealthy(), node, events);
   ReadGpuHealth(req.unhealthy_gpus(), node, events);
   for (std::string& text : events) AddEvent(node_id, now_ms, std::move(text), false);

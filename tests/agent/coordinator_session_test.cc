@@ -84,6 +84,27 @@ TEST_F(CoordinatorSessionTest, RegisteringBacksOffUntilAnswered) {
   EXPECT_FALSE(session_.RegisterDue());
 }
 
+// Why a live restart was undone rides on every registration until one is answered, then on none.
+TEST_F(CoordinatorSessionTest, AnUndoneLiveRestartIsToldUntilARegistrationIsAnswered) {
+  session_.TellLiveRestartUndone("cohort-agent 0.9.2 failed its start: a port is taken");
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(session_.RegisterDue());
+    session_.Register({});
+    const wire::RegisterAgentT* reg = sent_.messages.back().second.AsRegisterAgent();
+    ASSERT_NE(reg, nullptr);
+    EXPECT_EQ(reg->live_restart_undone, "cohort-agent 0.9.2 failed its start: a port is taken");
+    clock_.Advance(milliseconds(350));
+  }
+  ASSERT_TRUE(session_.OnRegistered(sent_.last_id(), *RegisterReply(500)).has_value());
+  session_.Unregister();  // the coordinator forgot this node: it registers again
+  clock_.Advance(milliseconds(350));
+  ASSERT_TRUE(session_.RegisterDue());
+  session_.Register({});
+  const wire::RegisterAgentT* reg = sent_.messages.back().second.AsRegisterAgent();
+  ASSERT_NE(reg, nullptr);
+  EXPECT_EQ(reg->live_restart_undone, "");
+}
+
 TEST_F(CoordinatorSessionTest, ARefusedRegistrationIsRetriedAfterItsBackoff) {
   ASSERT_TRUE(session_.RegisterDue());
   session_.Register({});

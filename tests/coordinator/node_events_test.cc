@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.h"
 #include "coordinator/node_registry.h"
 #include "coordinator/sqlite_db.h"
 #include "coordinator/sqlite_state_store.h"
@@ -21,11 +22,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // What an agent registers, with `version`, two GPUs, what its health check says, how long it has
-// run (0: an agent that does not say) and which process it is ("": one that does not say).
+// run (0: an agent that does not say), which process it is ("": one that does not say) and why
+// its live restart was undone ("": it was not).
 void Register(NodeRegistry& nodes, const std::string& id, int64_t now_ms,
               const std::string& version = "0.9.1", const std::string& unhealthy = "",
-              int64_t uptime_ms = 0, const std::string& instance = "") {
+              int64_t uptime_ms = 0, const std::string& instance = "",
+              const std::string& undone = "") {
   wire::RegisterAgentT req;
+  req.live_restart_undone = undone;
   req.uptime_ms = uptime_ms;
   req.agent_instance = instance;
   req.node_id = id;
@@ -178,6 +182,28 @@ TEST(NodeEventsTest, AnAgentThatStartsAgainWithinSecondsIsToldByWhichProcessItIs
   EXPECT_EQ(nodes.EventsOf("n").back().text,
             "its agent started again 10 times since the event before; the last: its agent started "
             "again 1.0s ago (cohort-agent 0.9.1), 3.0s after it was last heard");
+}
+
+// An agent whose live restart was undone (the new binary failed its start and went back: the same
+// process, the same version) says why at its next registration, which the history tells.
+// Whatever the text holds, the event is printable and bounded.
+TEST(NodeEventsTest, ALiveRestartUndoneIsToldWithWhy) {
+  NodeRegistry nodes(30'000);
+  Register(nodes, "n", 100'000, "0.9.1", "", 2'000, "boot/41/100");
+  Register(nodes, "n", 101'000, "0.9.1", "", 3'000, "boot/41/100",
+           "cohort-agent 0.9.2 failed its start: UNAVAILABLE: --http-endpoint: cannot bind");
+  EXPECT_EQ(
+      Texts(nodes.EventsOf("n")),
+      (std::vector<std::string>{
+          "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
+          "its agent's live restart was undone: cohort-agent 0.9.2 failed its start: "
+          "UNAVAILABLE: --http-endpoint: cannot bind; it runs cohort-agent 0.9.1 as before"}));
+  Register(nodes, "n", 102'000, "0.9.1", "", 4'000, "boot/41/100",
+           "x\x01\xff" + std::string(100'000, 'y'));
+  const std::string hostile = nodes.EventsOf("n").back().text;
+  EXPECT_TRUE(hostile.starts_with("its agent's live restart was undone: x")) << hostile;
+  EXPECT_LT(hostile.size(), 1'000u);  // kMaxAgentTextBytes of it
+  EXPECT_EQ(ValidUtf8(hostile, /*printable=*/true), hostile);
 }
 
 // A health check or a GPU that keeps failing and passing again folds into one event, rewritten in

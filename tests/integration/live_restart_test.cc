@@ -450,8 +450,8 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
   agent().Signal(SIGUSR2);
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
-        return AgentLog().find("live restart undone: the new image failed its start") !=
-                   std::string::npos &&
+        return AgentLog().find("live restart undone: cohort-agent " + std::string(COHORT_VERSION) +
+                               " failed its start: ") != std::string::npos &&
                Occurrences(AgentLog(), took) > took_before;
       },
       30s))
@@ -471,6 +471,24 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->state, wire::JobState::RUNNING);
   EXPECT_EQ(info->restarts, 0);
+  // The node's history says so (a rolling upgrade's admin reads it there, not on the node).
+  std::string history;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        auto nodes = client.ListNodes("", node_);
+        if (!nodes.ok() || nodes->empty()) return false;
+        history.clear();
+        for (const auto& e : nodes->front().events) history += e->text + "\n";
+        return history.find("its agent's live restart was undone: cohort-agent " +
+                            std::string(COHORT_VERSION) + " failed its start: ") !=
+               std::string::npos;
+      },
+      10s))
+      << history;
+  EXPECT_NE(history.find(named), std::string::npos) << history;
+  EXPECT_NE(history.find("; it runs cohort-agent " + std::string(COHORT_VERSION) + " as before"),
+            std::string::npos)
+      << history;
   // Mended (a good binary in v1's place), the next request goes through.
   ASSERT_NO_FATAL_FAILURE(LiveRestart(2));
   ExpectTickersEndWithoutARestart(job);
