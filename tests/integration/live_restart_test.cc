@@ -219,6 +219,44 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
 
   void ExpectAFailedStartIsUndone(const std::string& start, const std::string& named);
 
+  // Replaces v1's binary with a script that runs v2's agent (installed now) as it is for the
+  // pre-flights, and runs the shell code `start` before it starts it for the live restart (the
+  // agent's arguments are "$@").
+  void UpgradeToAScript(const std::string& start) {
+    ASSERT_NO_FATAL_FAILURE(Install("v2"));
+    const std::string v1 = bin_.Join("v1/cohort-agent"), v2 = bin_.Join("v2/cohort-agent");
+    ct::WriteFile(v1 + ".new",
+                  "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" --help \"*|*\" "
+                  "--check-config \"*) exec " +
+                      v2 + " \"$@\" ;; esac\n" + start + "\nexec " + v2 + " \"$@\"\n");
+    std::filesystem::permissions(v1 + ".new", std::filesystem::perms::owner_all);
+    std::filesystem::rename(v1 + ".new", v1);
+  }
+
+  // Shell code for UpgradeToAScript that gives the agent a port this test holds (`port`, its
+  // HOST:PORT) in place of its --http-endpoint: its start then fails.
+  std::string StartOnATakenPort(std::string* port) {
+    taken_port_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof(address);
+    EXPECT_EQ(::bind(taken_port_, reinterpret_cast<sockaddr*>(&address), length), 0);
+    EXPECT_EQ(::listen(taken_port_, 1), 0);
+    EXPECT_EQ(::getsockname(taken_port_, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    *port = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+    return "for a in \"$@\"; do\n"
+           "  shift; [ \"$prev\" = --http-endpoint ] && a=" +
+           *port +
+           "\n"
+           "  set -- \"$@\" \"$a\"; prev=$a\n"
+           "done";
+  }
+  ~LiveRestartTest() override {
+    if (taken_port_ >= 0) ::close(taken_port_);
+  }
+  int taken_port_ = -1;
+
   const std::string node_ = UniqueNodeId("liverestart");
   ct::TempDir bin_{"cohort-live-restart"};
   std::string binary_;
@@ -437,14 +475,8 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
   const pid_t pid = agent().pid();
   const std::set<pid_t> replicas = Children(pid);
   ASSERT_EQ(replicas.size(), 2u) << "the agent's children: its two replicas' main processes";
-  ASSERT_NO_FATAL_FAILURE(Install("v2"));
-  const std::string v1 = bin_.Join("v1/cohort-agent"), v2 = bin_.Join("v2/cohort-agent");
-  ct::WriteFile(v1 + ".new",
-                "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" --help \"*|*\" "
-                "--check-config \"*) exec " +
-                    v2 + " \"$@\" ;; esac\n" + start + "\nexec " + v2 + " \"$@\"\n");
-  std::filesystem::permissions(v1 + ".new", std::filesystem::perms::owner_all);
-  std::filesystem::rename(v1 + ".new", v1);
+  ASSERT_NO_FATAL_FAILURE(UpgradeToAScript(start));
+  const std::string v1 = bin_.Join("v1/cohort-agent");
   const std::string took = "live restart: took over 2 of 2 replica attempt(s)";
   const size_t took_before = Occurrences(AgentLog(), took);
   agent().Signal(SIGUSR2);
@@ -496,25 +528,33 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
 
 // The HTTP port the new image is to serve on is taken.
 TEST_P(LiveRestartTest, ANewBinaryThatCannotBindItsPortGoesBackAndTheReplicasRunOn) {
-  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(taken, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  ASSERT_EQ(::bind(taken, reinterpret_cast<sockaddr*>(&address), length), 0);
-  ASSERT_EQ(::listen(taken, 1), 0);
-  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&address), &length), 0);
-  const std::string port = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
-  ExpectAFailedStartIsUndone(
-      "for a in \"$@\"; do\n"
-      "  shift; [ \"$prev\" = --http-endpoint ] && a=" +
-          port +
-          "\n"
-          "  set -- \"$@\" \"$a\"; prev=$a\n"
-          "done",
-      "--http-endpoint: HTTP endpoint " + port + ": cannot bind");
-  ::close(taken);
+  std::string port;
+  const std::string start = StartOnATakenPort(&port);
+  ExpectAFailedStartIsUndone(start, "--http-endpoint: HTTP endpoint " + port + ": cannot bind");
+}
+
+// A stop asked for while the new image starts, and fails, is not lost on the way back: the image it
+// goes back to gets it and stops as any stop does, preempting its replicas.
+TEST_P(LiveRestartTest, AStopAskedForDuringAFailedStartIsKeptByTheImageItGoesBackTo) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  std::string port;
+  // The signal comes while the new image runs (the script is it: the same process), blocked
+  // until the agent's handler is in place.
+  ASSERT_NO_FATAL_FAILURE(UpgradeToAScript("kill -TERM $$\n" + StartOnATakenPort(&port)));
+  agent().Signal(SIGUSR2);
+  const std::optional<int> status = agent().Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "the agent did not stop: " << AgentLog();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << "\n" << AgentLog();
+  const std::string log = AgentLog();
+  const size_t undone = log.find("live restart undone: cohort-agent ");
+  ASSERT_NE(undone, std::string::npos) << log;
+  EXPECT_NE(log.find("preemption: signalled 1 replica(s)", undone), std::string::npos) << log;
+  auto client = cluster_->Client();
+  auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
+  ASSERT_EQ(replicas.replicas.size(), 1u);
+  EXPECT_EQ(replicas.replicas[0]->state, wire::ReplicaState::PREEMPTED)
+      << replicas.replicas[0]->message;
 }
 
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
