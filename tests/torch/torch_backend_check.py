@@ -191,8 +191,10 @@ def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
             command = [args.reducer_bin]
             env = dict(base, COHORT_REDUCER_INDEX=str(i), COHORT_REDUCER_REJOIN_MS="3000")
         else:
+            # They end when rank 0's store goes (exit 0); a --rejoin shorter than the workers' exit
+            # under load would end them first with the error of a session a dead peer failed.
             command = [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--timeout",
-                       "120", "--rejoin", "5"]
+                       "120", "--rejoin", "30"]
             env = base
         helpers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True))
