@@ -300,8 +300,10 @@ NodeRegistry::Registration NodeRegistry::Register(const wire::RegisterAgent& req
                      (version_before.empty() ? "of unknown version" : version_before) + ")");
   }
   if (std::string undone = AgentText(req.live_restart_undone()); !undone.empty()) {
-    events.push_back("its agent's live restart was undone: " + undone + "; it runs " + agent +
-                     " as before");
+    std::string text =
+        "its agent's live restart was undone: " + undone + "; it runs " + agent + " as before";
+    // The agent tells it until a registration is answered: two of its registrations may.
+    if (last_event == nullptr || last_event->text != text) events.push_back(std::move(text));
   }
   ReadHealth(req.unhealthy(), node, events);
   ReadGpuHealth(req.unhealthy_gpus(), node, events);

@@ -198,6 +198,10 @@ TEST(NodeEventsTest, ALiveRestartUndoneIsToldWithWhy) {
           "registered: cohort-agent 0.9.1 at 10.0.0.7, 2 GPUs, 8 CPUs, 1024 MiB",
           "its agent's live restart was undone: cohort-agent 0.9.2 failed its start: "
           "UNAVAILABLE: --http-endpoint: cannot bind; it runs cohort-agent 0.9.1 as before"}));
+  // Told twice (a registration repeated before its answer came): one event.
+  Register(nodes, "n", 101'100, "0.9.1", "", 3'100, "boot/41/100",
+           "cohort-agent 0.9.2 failed its start: UNAVAILABLE: --http-endpoint: cannot bind");
+  EXPECT_EQ(nodes.EventsOf("n").size(), 2u);
   Register(nodes, "n", 102'000, "0.9.1", "", 4'000, "boot/41/100",
            "x\x01\xff" + std::string(100'000, 'y'));
   const std::string hostile = nodes.EventsOf("n").back().text;
