@@ -4,7 +4,8 @@
 //   0  the agent's ends file (agent/handoff.h, DecodeEnds): an accepted file, written again
 //      (EncodeEnds) and read back, must give the same ends; another node's is refused;
 //   1  a live restart's handoff (DecodeHandoff): the same round trip through EncodeHandoff, which
-//      may refuse only what is not UTF-8, and a decoded file is UTF-8;
+//      may refuse only what is not UTF-8, and a decoded file is UTF-8; the handoff a new image
+//      going back writes from it (HandoffGoingBack) decodes too;
 //   2  a daemon's config file (ParseConfigText with each kind of option the daemons declare: text,
 //      integers, a switch, a duration, a list), then po::notify;
 //   3  the client config file (ApplyClientConfig).
@@ -48,6 +49,13 @@ void Handoff(const std::string& text) {
   if (!again.ok()) std::abort();
   auto rewritten = EncodeHandoff(*again);
   if (!rewritten.ok() || *rewritten != *written) std::abort();
+  // Going back (a new image that failed its start) hands the old image what it wrote, less the
+  // way back, plus why: that must be taken as well.
+  auto back = DecodeHandoff(cohort::agent::HandoffGoingBack({{}, text}, "why"));
+  if (!back.ok() || back->previous_image || back->went_back_because != "why" ||
+      back->attempts.size() != handoff->attempts.size()) {
+    std::abort();
+  }
 }
 
 void DaemonConfig(std::string_view text) {
