@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 
@@ -82,6 +83,27 @@ void CloseOnExecAllBut(const std::set<int>& kept) {
   }
 }
 
+// Runs `exec` (an execve, which returns only where it failed) with the handoff file at
+// `handoff_path` announced (kHandoffVariable) and the signals main handles blocked: until the new
+// image has its handlers (main's first lines), they wait, as their default action would end the
+// agent and its replicas. A stop this image was asked for is raised again meanwhile, so that it
+// waits across the execve too. Where `exec` returns, all that is undone (the handoff file removed)
+// and its errno returned.
+int ExecWithHandoff(const std::string& handoff_path, const std::function<void()>& exec) {
+  ::setenv(cohort::agent::kHandoffVariable, "1", 1);
+  spdlog::default_logger()->flush();
+  const sigset_t handled = HandledSignals();
+  sigset_t before;
+  ::sigprocmask(SIG_BLOCK, &handled, &before);
+  if (g_stop.load()) ::raise(SIGTERM);
+  exec();
+  const int err = errno;
+  ::sigprocmask(SIG_SETMASK, &before, nullptr);
+  ::unsetenv(cohort::agent::kHandoffVariable);
+  ::unlink(handoff_path.c_str());
+  return err;
+}
+
 // Re-executes `exe` with `argv` (`argc` of them) and the handoff, once `exe` proved it runs
 // (--version) and takes argv's flags and config file (--check-config); returns only when that
 // failed (the handoff file is removed then, and the agent runs on). The handoff holds the way
@@ -145,19 +167,8 @@ cohort::Status ReExecute(const std::string& exe, int argc, char** argv,
   }
   if (image_fd >= 0) kept.insert(image_fd);
   CloseOnExecAllBut(kept);
-  ::setenv(agent::kHandoffVariable, "1", 1);
   spdlog::info("live restart: executing {}", exe);
-  spdlog::default_logger()->flush();
-  // Until the new image has its handlers (main's first lines), those signals wait, blocked:
-  // their default action would end the agent and its replicas.
-  const sigset_t handled = HandledSignals();
-  sigset_t before;
-  ::sigprocmask(SIG_BLOCK, &handled, &before);
-  ::execv(exe.c_str(), argv);
-  const int err = errno;
-  ::sigprocmask(SIG_SETMASK, &before, nullptr);
-  ::unsetenv(agent::kHandoffVariable);
-  ::unlink(path->c_str());
+  const int err = ExecWithHandoff(*path, [&] { ::execv(exe.c_str(), argv); });
   if (image_fd >= 0) ::close(image_fd);
   return ErrnoStatus("execv " + exe, err);
 }
@@ -184,17 +195,8 @@ cohort::Status GoBack(const cohort::agent::WayBack& way_back, const std::string&
   std::vector<char*> argv;
   for (const std::string& arg : way_back.image.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
-  ::setenv(agent::kHandoffVariable, "1", 1);
-  spdlog::default_logger()->flush();
-  const sigset_t handled = HandledSignals();
-  sigset_t before;
-  ::sigprocmask(SIG_BLOCK, &handled, &before);
-  if (g_stop.load()) ::raise(SIGTERM);
-  ::fexecve(way_back.image.fd, argv.data(), environ);
-  const int err = errno;
-  ::sigprocmask(SIG_SETMASK, &before, nullptr);
-  ::unsetenv(agent::kHandoffVariable);
-  ::unlink(path.c_str());
+  const int err =
+      ExecWithHandoff(path, [&] { ::fexecve(way_back.image.fd, argv.data(), environ); });
   return ErrnoStatus("going back to the image it replaced (fexecve)", err);
 }
 }  // namespace
