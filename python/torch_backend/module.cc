@@ -94,6 +94,7 @@ PYBIND11_MODULE(_C, m) {
            py::arg("store"), py::arg("index"), py::arg("timeout_s"), py::arg("rejoin_s"))
       .def("start", &TorchReducer::Start)
       .def("stop", &TorchReducer::Stop)
+      .def("store_gone", &TorchReducer::StoreGone)
       .def(
           "join",
           [](TorchReducer& r, double seconds) {

@@ -67,6 +67,10 @@ Status TorchReducer::Run() {
     int failures = 0;
     Status store_error;
     while (!stop_.load() && SteadyClock::now() < deadline) {
+      if (store_gone_.load()) {
+        store_error = Unavailable("the caller's watch of the store failed");
+        break;
+      }
       auto s = bootstrap_.Get(
           SessionKey(), std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(200)));
       if (s.ok() && *s != last) {
@@ -92,10 +96,9 @@ Status TorchReducer::Run() {
         return store_error.WithContext(
             "the store went away before any workers published a session");
       }
-      // As the watcher in reducer.py: the store's end is the workers' end, whatever the last
-      // session's (logged above).
+      // The store's end is the workers' end: the last session's outcome is how they ended.
       LogInfo("cohort reducer: the store is gone (" + store_error.message() + "); exiting");
-      return Status::Ok();
+      return ended;
     }
     if (session.empty()) {
       if (last.empty()) {
@@ -109,7 +112,10 @@ Status TorchReducer::Run() {
     }
     last = session;
     ended = Serve(session);
-    if (!ended.ok()) LogWarn("cohort reducer: session " + session + ": " + ended.ToString());
+    if (!ended.ok()) {
+      ended = ended.WithContext("session " + session);
+      LogWarn("cohort reducer: " + ended.ToString());
+    }
   }
   return Status::Ok();
 }

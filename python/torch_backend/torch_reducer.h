@@ -6,6 +6,13 @@
 // cohort/<session>/reducer_slots) and serves the session's rounds until the workers leave, then
 // waits for the next session.
 //
+// How it ends is one rule, as cohort-reducer's (collective/reducer.h): with the outcome of the last
+// session it served (OK when every worker said it was done; else the error that ended it, a worker
+// gone say), however the end was noticed afterwards: no new session within `rejoin`, or the store
+// gone (rank 0 hosted it and exited; 3 failed polls, 1 s apart, here or by the caller's own watch,
+// StoreGone). A Stop (a signal) ends it OK. Before any session it ends with the error that kept
+// sessions away (no session within `timeout`, the store gone).
+//
 // Thread safety: Start, Stop and Join from one thread; the reducer runs on its own thread.
 // Errors: status() after Join says how the reducer ended.
 #pragma once
@@ -33,13 +40,14 @@ class TorchReducer {
   ~TorchReducer();
 
   void Start();
-  // Asks the reducer to return (it answers within its poll interval).
+  // Asks the reducer to return (it answers within its poll interval); it ends OK.
   void Stop() { stop_.store(true); }
+  // Tells the reducer that the workers' store is gone (the caller's own watch of it failed): it
+  // ends once the session it serves, if any, has ended, with that session's outcome.
+  void StoreGone() { store_gone_.store(true); }
   // Waits up to `timeout` for the reducer to return; true when it has.
   bool Join(std::chrono::milliseconds timeout);
-  // How the reducer ended: OK (stopped, no session came back within `rejoin` after a clean one,
-  // or the store went away after a session: 3 failed polls, 1 s apart), else the error that
-  // ended the last session it served or waited for.
+  // How the reducer ended (see the rule above).
   const Status& status() const { return status_; }
   // Sessions served so far (readable after Join).
   int sessions() const { return sessions_; }
@@ -55,6 +63,7 @@ class TorchReducer {
   const std::chrono::milliseconds rejoin_;
   collective::CommunicatorOptions comm_options_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> store_gone_{false};
   std::thread thread_;
   std::promise<void> done_;
   std::future<void> done_future_;

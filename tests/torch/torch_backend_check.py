@@ -5,7 +5,8 @@
 
 starts the workers of SCENARIO on 127.0.0.1 as a launcher would (MASTER_ADDR, MASTER_PORT, RANK,
 WORLD_SIZE), with `python3 -m cohort.torch.reducer` processes where the scenario has reducers, and
-exits 0 when every worker did. Scenarios:
+exits 0 when every worker did, and every reducer exited as the session it served ended (1 where
+the scenario fails it: a dead worker, workers that disagree, an aborted one; else 0). Scenarios:
 
   ops           every ProcessGroup operation on the cohort backend against torch's gloo backend
                 (a gloo group over the same ranks, same inputs) and the exact result every rank
@@ -119,6 +120,7 @@ import datetime
 import hashlib
 import importlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -148,20 +150,21 @@ PORT_TAKEN = "Address already in use"
 
 def launch(args, workers, reducers=0, extra_env=None, absent=(), cohort_job=False):
     """Runs `workers` worker processes (ranks in `absent` are never started) and `reducers`
-    reducers; prints their output and returns their exit codes ("rank R", "reducer I"): a reducer
-    must leave by itself once the workers have (its store gone, or no new session), exiting 0.
+    reducers; prints their output and returns their exit codes ("rank R", "reducer I") and the
+    reducers' output (by the same names): a reducer must leave by itself once the workers have (its
+    store gone, or no new session), with the exit of the last session it served.
     Where rank 0 could not bind its store because the port was taken meanwhile, launches again on
     another port (twice at most), saying so."""
     for attempt in range(3):
-        codes, rank0_out = launch_once(args, workers, reducers, extra_env, absent, cohort_job)
-        if codes.get("rank 0", 0) == 0 or PORT_TAKEN not in rank0_out or attempt == 2:
-            return codes
+        codes, outs = launch_once(args, workers, reducers, extra_env, absent, cohort_job)
+        if codes.get("rank 0", 0) == 0 or PORT_TAKEN not in outs["rank 0"] or attempt == 2:
+            return codes, outs
         print(f"launcher: another process took rank 0's store port; launching again ({attempt + 2}/3)")
-    return codes
+    return codes, outs
 
 
 def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
-    """One launch of launch(): the exit codes and rank 0's output."""
+    """One launch of launch(): the exit codes, rank 0's output and the reducers'."""
     port = free_port()
     base = dict(os.environ)
     base.update({
@@ -191,15 +194,15 @@ def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
             command = [args.reducer_bin]
             env = dict(base, COHORT_REDUCER_INDEX=str(i), COHORT_REDUCER_REJOIN_MS="3000")
         else:
-            # They end when rank 0's store goes (exit 0); a --rejoin shorter than the workers' exit
-            # under load would end them first with the error of a session a dead peer failed.
+            # They end when rank 0's store goes, or past --rejoin without a new session, either way
+            # with the exit of the last session they served.
             command = [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--timeout",
                        "120", "--rejoin", "30"]
             env = base
         helpers.append(subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                         text=True))
     codes = {}
-    rank0_out = ""
+    outs = {"rank 0": ""}
     deadline = time.time() + 240
     for name, p in procs:
         try:
@@ -210,7 +213,7 @@ def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
             out += "\n(killed by the launcher after 240 s)"
         codes[name] = p.returncode
         if name == "rank 0":
-            rank0_out = out
+            outs[name] = out
             if p.returncode != 0 and PORT_TAKEN in out:
                 for _, other in procs:  # they wait for a store that never comes
                     if other.poll() is None:
@@ -224,8 +227,9 @@ def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
             out, _ = h.communicate()
             out += "\n(killed by the launcher 30 s after the workers ended)"
         codes[f"reducer {i}"] = h.returncode
+        outs[f"reducer {i}"] = out
         sys.stdout.write("".join(f"[reducer {i}] {line}\n" for line in out.splitlines()))
-    return codes, rank0_out
+    return codes, outs
 
 
 # ----------------------------------------------------------------------------------------------
@@ -2905,14 +2909,26 @@ def main():
     if args.scenario == "cohort-job" and not (args.reducer_bin and os.access(args.reducer_bin, os.X_OK)):
         print(f"FAILED: cohort-job needs --reducer-bin (cohort-reducer), got {args.reducer_bin!r}")
         return 1
-    codes = launch(args, workers, reducers, env, absent, cohort_job=args.scenario == "cohort-job")
-    expected = {f"rank {workers - 1}": VICTIM_EXIT} if args.scenario.startswith("dead-peer") else {}
+    codes, outs = launch(args, workers, reducers, env, absent, cohort_job=args.scenario == "cohort-job")
+    expected = {}
+    if args.scenario.startswith("dead-peer"):
+        expected[f"rank {workers - 1}"] = VICTIM_EXIT
+    if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "abort-reducers"):
+        # A reducer exits as its last session ended, failed here (a worker dead, workers that
+        # disagree, an aborted worker), whichever end it noticed first (the store gone, or no new
+        # session within --rejoin).
+        expected.update({f"reducer {i}": 1 for i in range(reducers)})
     if args.scenario == "exit-on-error":
         expected = {"rank 1": 1}  # its unhandled exception
     bad = {name: code for name, code in codes.items() if code != expected.get(name, 0)}
     if bad:
         print(f"FAILED: {bad}")
         return 1
+    for i in range(reducers if args.scenario.startswith("dead-peer") else 0):
+        said = [line for line in outs[f"reducer {i}"].splitlines() if line.startswith("cohort reducer: ")]
+        if not any(re.search(rf"session \S+: .*worker {workers - 1}\b", line) for line in said):
+            print(f"FAILED: reducer {i}'s error does not name worker {workers - 1}: {said}")
+            return 1
     ranks = "3 ranks that one process spawned" if args.scenario == "spawn" else f"{len(codes) - reducers} workers"
     print(f"PASSED: {args.scenario} on {ranks}" + (f" and {reducers} reducers" if reducers else ""))
     return 0

@@ -11,8 +11,11 @@ It connects to the workers' TCPStore as a client and follows the sessions of the
 process group: for each, it reads how many workers and reducers rank 0 asked for, takes index I (or
 the next free one) and serves all-reduce rounds until the workers leave; then it waits for the next
 session (a torchrun restart, a new process group) for --rejoin seconds. It ends then, when the store
-goes away (rank 0 hosted it and exited), or on SIGTERM/SIGINT. Inside a Cohort job the agent starts cohort-reducer for the job's reducer pool
-instead. Exit status: 0 when the workers left cleanly or on a signal, 1 on an error.
+goes away (rank 0 hosted it and exited), or on SIGTERM/SIGINT. Inside a Cohort job the agent starts
+cohort-reducer for the job's reducer pool instead. Exit status, as cohort-reducer's: that of the last
+session it served, however its end was noticed (no session within --rejoin, the store gone): 0 when
+every worker said it was done, 1 when the session failed (a worker gone, a round timed out; the error
+names it), also 1 when no session came at all; 0 on a signal.
 
 A worker that dies is named to the others: the reducer lingers, answering each later all-reduce
 with "worker N is gone", until every other worker has heard, left or exited, or 30 s at most (a
@@ -25,6 +28,7 @@ import datetime
 import signal
 import sys
 import threading
+import time
 
 import torch.distributed as dist
 
@@ -34,6 +38,10 @@ from . import _C
 # store and has exited) end the reducer.
 _STORE_POLL_S = 1.0
 _STORE_FAILURES = 3
+# Once the store is gone, a session still being served ends as its workers go (they stopped, or
+# their connections closed); one that does not end within this long (longer than a reducer lingers
+# telling the workers left of a dead one, 30 s) has workers that are neither done nor gone.
+_SESSION_END_GRACE_S = 40.0
 
 
 def _parse(argv):
@@ -78,19 +86,33 @@ def main(argv=None):
         signal.signal(sig, lambda *_: stop.set())
     reducer.start()
     failures = 0
+    store_gone_at = None
+    cut = False
     while not reducer.join(_STORE_POLL_S):
-        if stop.is_set():
+        if stop.is_set() or cut:
             reducer.stop()
-            continue
-        try:
-            watch.num_keys()
-            failures = 0
-        except RuntimeError:
-            failures += 1
-            if failures >= _STORE_FAILURES:
-                print(f"cohort reducer: the store at {args.store} is gone; exiting", flush=True)
+        elif store_gone_at is not None:
+            if time.monotonic() - store_gone_at > _SESSION_END_GRACE_S:
+                cut = True
                 reducer.stop()
-    if reducer.error and not stop.is_set() and failures < _STORE_FAILURES:
+        else:
+            try:
+                watch.num_keys()
+                failures = 0
+            except RuntimeError:
+                failures += 1
+                if failures >= _STORE_FAILURES:
+                    print(f"cohort reducer: the store at {args.store} is gone; exiting once the session it "
+                          "serves, if any, ends", flush=True)
+                    store_gone_at = time.monotonic()
+                    reducer.store_gone()
+    if stop.is_set():
+        return 0
+    if cut:
+        print(f"cohort reducer: the session it served had not ended {_SESSION_END_GRACE_S:.0f} s after the store at "
+              f"{args.store} went away: its workers are neither done nor gone", file=sys.stderr)
+        return 1
+    if reducer.error:
         print(f"cohort reducer: {reducer.error}", file=sys.stderr)
         return 1
     return 0
