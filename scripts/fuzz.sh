@@ -9,8 +9,8 @@ build=${FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCOHORT_FUZZ=ON -DCOHORT_CUDA=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" --target wire_fuzzer job_spec_fuzzer stack_where_fuzzer \
-  replica_output_fuzzer state_file_fuzzer coordinator_fuzzer
-for target in wire job_spec stack_where replica_output state_file coordinator; do
+  replica_output_fuzzer state_file_fuzzer coordinator_fuzzer agent_fuzzer
+for target in wire job_spec stack_where replica_output state_file coordinator agent; do
   scratch=$(mktemp -d)
   echo "fuzz: $target for ${seconds}s"
   "$build/tests/fuzz/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
