@@ -220,15 +220,16 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
   void ExpectAFailedStartIsUndone(const std::string& start, const std::string& named);
 
   // Replaces v1's binary with a script that runs v2's agent (installed now) as it is for the
-  // pre-flights, and runs the shell code `start` before it starts it for the live restart (the
-  // agent's arguments are "$@").
-  void UpgradeToAScript(const std::string& start) {
+  // pre-flights, after the shell code `preflight`, and runs the shell code `start` before it
+  // starts it for the live restart (the agent's arguments are "$@").
+  void UpgradeToAScript(const std::string& start, const std::string& preflight = ":") {
     ASSERT_NO_FATAL_FAILURE(Install("v2"));
     const std::string v1 = bin_.Join("v1/cohort-agent"), v2 = bin_.Join("v2/cohort-agent");
     ct::WriteFile(v1 + ".new",
                   "#!/bin/sh\ncase \" $* \" in *\" --version \"*|*\" --help \"*|*\" "
-                  "--check-config \"*) exec " +
-                      v2 + " \"$@\" ;; esac\n" + start + "\nexec " + v2 + " \"$@\"\n");
+                  "--check-config \"*) " +
+                      preflight + "; exec " + v2 + " \"$@\" ;; esac\n" + start + "\nexec " + v2 +
+                      " \"$@\"\n");
     std::filesystem::permissions(v1 + ".new", std::filesystem::perms::owner_all);
     std::filesystem::rename(v1 + ".new", v1);
   }
@@ -550,6 +551,34 @@ TEST_P(LiveRestartTest, AStopAskedForDuringAFailedStartIsKeptByTheImageItGoesBac
   const size_t undone = log.find("live restart undone: cohort-agent ");
   ASSERT_NE(undone, std::string::npos) << log;
   EXPECT_NE(log.find("preemption: signalled 1 replica(s)", undone), std::string::npos) << log;
+  auto client = cluster_->Client();
+  auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
+  ASSERT_EQ(replicas.replicas.size(), 1u);
+  EXPECT_EQ(replicas.replicas[0]->state, wire::ReplicaState::PREEMPTED)
+      << replicas.replicas[0]->message;
+}
+
+// A stop asked for while the new binary's pre-flights run (its --version here, which takes 2 s) is
+// not lost across the execve: the new image takes the replicas over, then gets the stop and stops
+// as any stop does, preempting them.
+TEST_P(LiveRestartTest, AStopAskedForDuringThePreFlightsIsKeptByTheNewImage) {
+  const std::string job = SubmitTickers(/*workers=*/0, /*max_restarts=*/0);
+  ASSERT_FALSE(job.empty());
+  const std::string preflight = out_ + "/preflight";
+  ASSERT_NO_FATAL_FAILURE(
+      UpgradeToAScript("", "[ -e " + preflight + " ] || { touch " + preflight + "; sleep 2; }"));
+  agent().Signal(SIGUSR2);
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(preflight); }, 30s)) << AgentLog();
+  agent().Signal(SIGTERM);
+  const std::optional<int> status = agent().Wait(30s);
+  ASSERT_TRUE(status.has_value()) << "the agent did not stop: " << AgentLog();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << "\n" << AgentLog();
+  const std::string log = AgentLog();
+  const size_t executing = log.find("live restart: executing ");
+  ASSERT_NE(executing, std::string::npos) << "the restart went on: " << log;
+  const size_t took = log.find("live restart: took over 1 of 1 replica attempt(s)", executing);
+  ASSERT_NE(took, std::string::npos) << log;
+  EXPECT_NE(log.find("preemption: signalled 1 replica(s)", took), std::string::npos) << log;
   auto client = cluster_->Client();
   auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
   ASSERT_EQ(replicas.replicas.size(), 1u);
