@@ -2,12 +2,14 @@
 // under /dev/shm, inproc:// sockets), past Message::Parse into its services and managers.
 //
 // Each input starts from the same scene: a fresh state dir, agent "good" (one GPU) running
-// chief-0 of job "target", job array "sweep" and study "study" queued behind it, the HTTP
-// endpoint on a loopback port. The input is then a list of records, each
+// chief-0 of job "target", job array "sweep" and study "study" queued behind it, agent "spare"
+// (no GPU, label role=spare) on which job "done" ran and SUCCEEDED, the HTTP endpoint on a loopback
+// port. The input is then a list of records, each
 //   [peer: 1 byte][length: 2 bytes, little-endian][frame: length bytes]
-// whose frame is sent by peer % 4: 0 the good agent, 1 an agent the coordinator has not met
+// whose frame is sent by peer % 5: 0 the good agent, 1 an agent the coordinator has not met
 // ("evil"), 2 a client, 3 a browser or scraper: the frame is the target of an HTTP GET (path and
-// query; bytes outside printable ASCII percent-encoded, so that any byte reaches the handlers).
+// query; bytes outside printable ASCII percent-encoded, so that any byte reaches the handlers),
+// 4 the spare agent.
 // After each, the manual clock moves 1 s and the loop runs a few passes, so periodic rounds,
 // timeouts, restarts and snapshots for HTTP happen too. Every pass must succeed, every GET must be
 // answered without a 500 (an exception in a handler), and at the end a new Coordinator must start
@@ -32,6 +34,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +50,16 @@ namespace wire = cohort::wire;
 using cohort::DealerSocket;
 using cohort::coordinator::Coordinator;
 using std::chrono::milliseconds;
+
+// Job "done" of the scene: placed on the spare agent by its label.
+constexpr const char* kDoneYaml =
+    "name: done\n"
+    "worker_pools:\n"
+    "  - role: chief\n"
+    "    replicas: 1\n"
+    "    resources: {gpus: 0, cpus: 1}\n"
+    "    node_selector: {role: spare}\n"
+    "    process: {command: [/bin/train]}\n";
 
 constexpr const char* kJobYaml =
     "name: target\n"
@@ -91,6 +104,16 @@ wire::RegisterAgentT Registration() {
   return reg;
 }
 
+// The spare agent's: no GPU, labelled role=spare.
+wire::RegisterAgentT SpareRegistration() {
+  wire::RegisterAgentT reg = Registration();
+  reg.node_id = "spare";
+  reg.address = "spare.local";
+  reg.gpus.clear();
+  reg.labels.push_back(Kv("role", "spare"));
+  return reg;
+}
+
 // Job array "sweep" (tasks sweep-0..3, two at a time) and study "study" (two trials), of the scene.
 wire::SubmitJobT ArraySubmission() {
   wire::SubmitJobT array;
@@ -119,9 +142,10 @@ wire::SubmitStudyT StudySubmission() {
   return study;
 }
 
-std::unique_ptr<wire::ReplicaStatusT> ChiefStatus(wire::ReplicaState state) {
+std::unique_ptr<wire::ReplicaStatusT> ChiefStatus(wire::ReplicaState state,
+                                                  const std::string& job = "target") {
   auto s = std::make_unique<wire::ReplicaStatusT>();
-  s->job = "target";
+  s->job = job;
   s->replica = "chief-0";
   s->attempt = 0;
   s->state = state;
@@ -307,7 +331,21 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
   {
     wire::DeleteJobT del;
     del.name = "target";
+    add(2, del);
+    del.name = "done";
     add(2, std::move(del));
+    wire::GetLogsT done_logs;
+    done_logs.job = "done";
+    done_logs.replica = "chief-0";
+    add(2, std::move(done_logs));
+    wire::HeartbeatT spare;
+    spare.node_id = "spare";
+    add(4, std::move(spare));
+    wire::ReplicaUpdateT late;  // of an attempt that has ended
+    late.node_id = "spare";
+    late.status = ChiefStatus(wire::ReplicaState::FAILED, "done");
+    late.status->exit_code = 1;
+    add(4, std::move(late));
     wire::CancelStudyT cancel;
     cancel.name = "study";
     add(2, std::move(cancel));
@@ -426,7 +464,7 @@ std::string RequestTarget(const uint8_t* bytes, size_t size) {
 struct Scene {
   cohort::ManualClock clock;
   std::unique_ptr<Coordinator> coordinator;
-  std::unique_ptr<DealerSocket> peers[3];  // good agent, evil agent, client
+  std::unique_ptr<DealerSocket> peers[4];  // good agent, evil agent, client, spare agent
   std::unique_ptr<httplib::Client> browser;
 
   void Start(const cohort::coordinator::CoordinatorOptions& base) {
@@ -442,8 +480,9 @@ struct Scene {
     coordinator = std::move(*c);
     const std::pair<std::string, std::string> ends[] = {{options.agent_endpoint, "good"},
                                                         {options.agent_endpoint, "evil"},
-                                                        {options.client_endpoint, ""}};
-    for (int i = 0; i < 3; ++i) {
+                                                        {options.client_endpoint, ""},
+                                                        {options.agent_endpoint, "spare"}};
+    for (int i = 0; i < 4; ++i) {
       auto s = DealerSocket::Connect(Context(), ends[i].first, ends[i].second);
       if (!s.ok()) Fail(s.status().ToString());
       peers[i] = std::make_unique<DealerSocket>(std::move(*s));
@@ -463,7 +502,7 @@ struct Scene {
     for (int i = 0; i < passes; ++i) {
       cohort::Status s = coordinator->RunOnce(milliseconds(0));
       if (!s.ok()) Fail("a pass of the loop failed: " + s.ToString());
-      for (int peer = 0; peer < 3; ++peer) {
+      for (int peer = 0; peer < 4; ++peer) {
         while (true) {
           auto m = peers[peer]->Receive(milliseconds(0));
           if (!m.ok() || !m->has_value()) break;
@@ -473,6 +512,21 @@ struct Scene {
         }
       }
     }
+  }
+  // The state of job `name` as the coordinator answers a client's GetJob (within 20 passes).
+  std::optional<wire::JobState> JobState(const std::string& name) {
+    wire::GetJobT get;
+    get.name = name;
+    Send(2, std::move(get));
+    for (int i = 0; i < 20; ++i) {
+      if (!coordinator->RunOnce(milliseconds(1)).ok()) return std::nullopt;
+      auto m = peers[2]->Receive(milliseconds(0));
+      if (!m.ok() || !m->has_value()) continue;
+      const wire::JobInfo* info = (*m)->As<wire::JobInfo>();
+      if (info == nullptr) return std::nullopt;
+      return info->state();
+    }
+    return std::nullopt;
   }
   // Whether `peer` receives a message within 20 passes.
   bool Answered(int peer) {
@@ -541,7 +595,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Scene scene;
   scene.Start(base);
   scene.Send(0, Registration());
+  scene.Send(3, SpareRegistration());
   scene.Pump(3);
+  {
+    wire::SubmitJobT done;
+    done.spec_yaml = kDoneYaml;
+    scene.Send(2, std::move(done));
+  }
+  scene.Pump(3);
+  for (wire::ReplicaState state : {wire::ReplicaState::RUNNING, wire::ReplicaState::SUCCEEDED}) {
+    wire::ReplicaUpdateT update;
+    update.node_id = "spare";
+    update.status = ChiefStatus(state, "done");
+    scene.Send(3, std::move(update));
+    scene.Pump(3);
+  }
   {
     wire::SubmitJobT submit;
     submit.spec_yaml = kJobYaml;
@@ -559,16 +627,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     scene.Send(0, std::move(running));
   }
   scene.Pump(3);
+  static bool scene_checked = false;  // once: the scene is what the header says
+  if (!scene_checked) {
+    if (scene.JobState("done") != wire::JobState::SUCCEEDED)
+      Fail("job done of the scene did not end");
+    if (scene.JobState("target") != wire::JobState::RUNNING)
+      Fail("job target of the scene does not run");
+    scene_checked = true;
+  }
 
   constexpr int kMaxRecords = 64;
   size_t at = 0;
   for (int records = 0; records < kMaxRecords && at + 3 <= size; ++records) {
-    const int peer = data[at] % 4;
+    const int peer = data[at] % 5;
     const size_t length = std::min<size_t>(data[at + 1] | (data[at + 2] << 8), size - at - 3);
     if (peer == 3) {
       scene.Get(RequestTarget(data + at + 3, length));
     } else {
-      scene.Send(peer, zmq::message_t(data + at + 3, length));
+      scene.Send(peer == 4 ? 3 : peer, zmq::message_t(data + at + 3, length));
     }
     at += 3 + length;
     scene.clock.Advance(milliseconds(1000));
