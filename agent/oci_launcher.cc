@@ -1,5 +1,6 @@
 #include "agent/oci_launcher.h"
 
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -354,6 +355,11 @@ bool HostHasHybridCgroups() {
   return v1 && v2_nested;
 }
 
+int HostCgroupVersion() {
+  struct statfs fs;
+  return ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC ? 2 : 1;
+}
+
 std::string ContainerId(const std::string& job, const std::string& replica, int attempt) {
   std::string id = "cohort-" + job + "-" + replica + "-" + std::to_string(attempt);
   for (char& c : id) {
@@ -387,6 +393,7 @@ StatusOr<std::unique_ptr<OciLauncher>> OciLauncher::Create(OciOptions options,
     if (hide && unshare.empty()) {
       return FailedPrecondition("crun on a hybrid-cgroup host needs unshare (util-linux)");
     }
+    if (options.cgroup_version == 0) options.cgroup_version = HostCgroupVersion();
     return std::unique_ptr<OciLauncher>(
         new OciLauncher(std::move(options), processes, name, path, hide, unshare));
   }
@@ -710,8 +717,12 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
 
   json resources = {{"devices", device_rules}, {"pids", {{"limit", kReplicaPidsLimit}}}};
   if (request.memory_mb > 0) resources["memory"] = {{"limit", request.memory_mb << 20}};
-  // Shares in cgroup v1's units: the runtime writes them, or the cpu.weight they convert to.
-  if (request.cpus > 0) resources["cpu"] = {{"shares", int64_t{request.cpus} * 1024}};
+  // Its weight (see "CPUs" in the header): v1's shares, or v2's cpu.weight as process replicas get.
+  if (request.cpus > 0 && options_.cgroup_version == 2) {
+    resources["unified"] = {{"cpu.weight", std::to_string(CpuWeight(request.cpus))}};
+  } else if (request.cpus > 0) {
+    resources["cpu"] = {{"shares", int64_t{request.cpus} * 1024}};
+  }
   if (request.cpus > 0 && request.cpu_quota) {
     resources["cpu"]["quota"] = int64_t{request.cpus} * 100000;
     resources["cpu"]["period"] = 100000;

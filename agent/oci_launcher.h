@@ -46,6 +46,13 @@
 // docker/podman CLI, CDI names (--device nvidia.com/gpu=N) are used when a CDI spec for
 // nvidia.com/gpu exists in /etc/cdi or /var/run/cdi, device nodes otherwise.
 //
+// CPUs: a request's cpus is the container's weight, as a process replica's (agent/cgroup.h's
+// CpuWeight: runc's conversion of cgroup v1 shares, 1024 a CPU). On cgroup v1 the bundle gives the
+// shares; on v2 it sets cpu.weight itself (linux.resources.unified), since crun converts shares to
+// a weight by a curve of its own (1 CPU 100, 2 CPUs 173), which would weigh a crun container
+// against the node's process replicas, and larger containers against smaller, out of proportion.
+// docker and podman get --cpu-shares.
+//
 // Hybrid cgroups (v1 controllers + cgroup2 at /sys/fs/cgroup/unified): crun refuses to run there,
 // runc works. With runtime "auto" the launcher prefers runc on such hosts; when only crun exists
 // it runs crun in a private mount namespace with the cgroup2 mount hidden.
@@ -106,6 +113,10 @@ struct OciOptions {
   std::chrono::milliseconds command_timeout{std::chrono::seconds(60)};
   // How long the launcher's destruction lets queued runtime commands finish (see above).
   std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
+  // The cgroup version runc and crun put containers in: 0, the host's (2 where /sys/fs/cgroup is
+  // a cgroup2 mount, else 1: v1 or hybrid, where crun has the cgroup2 mount hidden); 1 or 2
+  // (tests). On 2 a bundle sets cpu.weight itself (see "CPUs").
+  int cgroup_version = 0;
 };
 
 // What an image's config says of its process: its environment (ENV), working directory
@@ -228,6 +239,8 @@ class OciLauncher : public Launcher {
 
 // True when the host mixes cgroup v1 controllers with a cgroup2 mount (hybrid mode).
 bool HostHasHybridCgroups();
+// 2 where /sys/fs/cgroup is a cgroup2 mount (the unified hierarchy alone), else 1.
+int HostCgroupVersion();
 // A container id for an attempt: "cohort-<job>-<replica>-<attempt>", safe for every runtime.
 std::string ContainerId(const std::string& job, const std::string& replica, int attempt);
 

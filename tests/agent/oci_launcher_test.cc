@@ -189,6 +189,38 @@ TEST_P(OciLauncherTest, BundleConfigPinsOnlyRequestedGpusAndMountsOutput) {
       << "containers use host networking";
 }
 
+// A container's cpus weigh as a process replica's: cgroup v1 shares, or on cgroup v2 the bundle's
+// own cpu.weight (crun would convert shares by a curve of its own: 3 CPUs 240, not 118); a quota
+// only with cpu_quota, on either.
+TEST_P(OciLauncherTest, BundleConfigWeighsCpusAsProcessReplicasOnEitherCgroupVersion) {
+  options_.device_dir = (dir_ / "dev").string();
+  options_.runtime = GetParam();
+  auto resources = [&](int version, bool quota) {
+    options_.cgroup_version = version;
+    auto launcher = OciLauncher::Create(options_, &processes_);
+    if (!launcher.ok()) return nlohmann::json();
+    LaunchRequest request = Request({"/bin/true"}, {});
+    request.cpus = 3;
+    request.cpu_quota = quota;
+    auto config = (*launcher)->BundleConfig(request, "/rootfs");
+    EXPECT_TRUE(config.ok()) << config.status().ToString();
+    return config.ok() ? nlohmann::json::parse(*config)["linux"]["resources"] : nlohmann::json();
+  };
+  const nlohmann::json v1 = resources(1, false);
+  if (v1.is_null()) GTEST_SKIP() << "no OCI runtime " << GetParam();
+  EXPECT_EQ(v1["cpu"], nlohmann::json({{"shares", 3072}})) << v1.dump();
+  EXPECT_FALSE(v1.contains("unified")) << v1.dump();
+  const nlohmann::json v2 = resources(2, false);
+  EXPECT_EQ(v2["unified"], nlohmann::json({{"cpu.weight", "118"}})) << v2.dump();
+  EXPECT_FALSE(v2.contains("cpu")) << v2.dump();
+  const nlohmann::json capped = resources(2, true);
+  EXPECT_EQ(capped["unified"], nlohmann::json({{"cpu.weight", "118"}})) << capped.dump();
+  EXPECT_EQ(capped["cpu"], nlohmann::json({{"quota", 300000}, {"period", 100000}}))
+      << capped.dump();
+  EXPECT_EQ(resources(1, true)["cpu"],
+            nlohmann::json({{"shares", 3072}, {"quota", 300000}, {"period", 100000}}));
+}
+
 // JSON carries only UTF-8: a request holding other bytes (the agent's own work dir, say) fails the
 // launch with an error saying so, where writing the config threw and ended the agent.
 TEST_P(OciLauncherTest, AConfigThatCannotBeJsonFailsTheLaunchNotTheAgent) {
