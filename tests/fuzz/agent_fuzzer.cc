@@ -48,6 +48,7 @@
 #include "agent/process_launcher.h"
 #include "common/clock.h"
 #include "common/messaging.h"
+#include "tests/fuzz/seed_messages.h"
 
 namespace {
 
@@ -57,17 +58,17 @@ using cohort::StatusOr;
 using cohort::agent::Launcher;
 using cohort::agent::LaunchRequest;
 using cohort::agent::ReplicaProcess;
+using cohort::fuzz::Context;
+using cohort::fuzz::Kv;
+using cohort::fuzz::TargetDumpStacks;
+using cohort::fuzz::TargetExec;
+using cohort::fuzz::TargetExecSession;
 using std::chrono::milliseconds;
 
 // Every path a launch may name for the agent to make or change lies under this directory; each
 // scene's work dir does too.
 constexpr const char* kSandbox = "/dev/shm/cohort-agent-fuzz";
 constexpr const char* kNode = "fuzz-node";
-
-zmq::context_t& Context() {
-  static zmq::context_t context;
-  return context;
-}
 
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "agent_fuzzer: %s\n", what.c_str());
@@ -151,13 +152,6 @@ bool InSandbox(const uint8_t* data, size_t size) {
     if (kv->value() && !InSandboxPath(kv->value()->str())) return false;
   }
   return true;
-}
-
-std::unique_ptr<wire::KeyValueT> Kv(const std::string& key, const std::string& value) {
-  auto kv = std::make_unique<wire::KeyValueT>();
-  kv->key = key;
-  kv->value = value;
-  return kv;
 }
 
 // The scene's launches and the seeds: as the coordinator's launch plan writes them.
@@ -254,42 +248,11 @@ std::vector<wire::BodyUnion> SeedBodies() {
     stop.reason = "cancelled";
     add(std::move(stop));
   }
-  {
-    wire::DumpStacksT dump;
-    dump.job = "target";
-    dump.replica = "chief-0";
-    dump.attempt = 0;
-    dump.reason = "hang";
-    add(std::move(dump));
-  }
-  {
-    wire::ExecInReplicaT exec;
-    exec.job = "target";
-    exec.replica = "chief-0";
-    exec.argv = {"ls", "-l"};
-    exec.timeout_ms = 1000;
-    exec.attempt = 0;
-    exec.exec_id = 1;
-    add(std::move(exec));
-  }
-  {
-    wire::ExecSessionIoT session;
-    session.job = "target";
-    session.replica = "chief-0";
-    session.session = 1;
-    session.argv = {"bash"};
-    session.tty = true;
-    session.rows = 24;
-    session.cols = 80;
-    session.input = {'l', 's', '\n'};
-    session.attempt = 0;
-    session.exec_id = 2;
-    add(session);
-    session.argv.clear();
-    session.input_closed = true;
-    session.kill = true;
-    add(std::move(session));
-  }
+  add(TargetDumpStacks());
+  add(TargetExec());
+  auto [session, end] = TargetExecSession();
+  add(std::move(session));
+  add(std::move(end));
   return seeds;
 }
 

@@ -42,6 +42,7 @@
 #include "common/clock.h"
 #include "common/messaging.h"
 #include "coordinator/coordinator.h"
+#include "tests/fuzz/seed_messages.h"
 
 namespace {
 
@@ -49,6 +50,11 @@ namespace fs = std::filesystem;
 namespace wire = cohort::wire;
 using cohort::DealerSocket;
 using cohort::coordinator::Coordinator;
+using cohort::fuzz::Context;
+using cohort::fuzz::Kv;
+using cohort::fuzz::TargetDumpStacks;
+using cohort::fuzz::TargetExec;
+using cohort::fuzz::TargetExecSession;
 using std::chrono::milliseconds;
 
 // Job "done" of the scene: placed on the spare agent by its label.
@@ -70,21 +76,9 @@ constexpr const char* kJobYaml =
     "    process: {command: [/bin/train], env: {MY_VAR: x}}\n"
     "scheduling: {max_restarts: 2}\n";
 
-zmq::context_t& Context() {
-  static zmq::context_t context;
-  return context;
-}
-
 [[noreturn]] void Fail(const std::string& what) {
   std::fprintf(stderr, "coordinator_fuzzer: %s\n", what.c_str());
   std::abort();
-}
-
-std::unique_ptr<wire::KeyValueT> Kv(const std::string& key, const std::string& value) {
-  auto kv = std::make_unique<wire::KeyValueT>();
-  kv->key = key;
-  kv->value = value;
-  return kv;
 }
 
 // The scene's messages and the seeds: each message a peer sends, as the real one sends it.
@@ -297,12 +291,7 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     add(2, std::move(study));
     add(2, wire::ListStudiesT{});
     add(2, wire::ListQueuesT{});
-    wire::DumpStacksT dump;
-    dump.job = "target";
-    dump.replica = "chief-0";
-    dump.attempt = 0;
-    dump.reason = "hang";
-    add(2, std::move(dump));
+    add(2, TargetDumpStacks());
     wire::GetJobMetricsT metrics;
     metrics.job = "target";
     add(2, std::move(metrics));
@@ -353,34 +342,15 @@ std::vector<std::pair<uint8_t, wire::BodyUnion>> SeedBodies() {
     suspend.name = "target";
     suspend.resume = true;
     add(2, std::move(suspend));
-    wire::ExecInReplicaT exec;
-    exec.job = "target";
-    exec.replica = "chief-0";
-    exec.argv = {"nvidia-smi", "-q"};
-    exec.timeout_ms = 1000;
-    exec.attempt = 0;
-    exec.exec_id = 1;
-    add(2, std::move(exec));
+    add(2, TargetExec());
     wire::UpdateJobT update;
     update.name = "target";
     update.priority = "high";
     update.queue = "default";
     add(2, std::move(update));
-    wire::ExecSessionIoT session;
-    session.job = "target";
-    session.replica = "chief-0";
-    session.session = 1;
-    session.argv = {"bash"};
-    session.tty = true;
-    session.rows = 24;
-    session.cols = 80;
-    session.input = {'l', 's', '\n'};
-    session.attempt = 0;
-    session.exec_id = 2;
-    add(2, session);
-    session.input_closed = true;
-    session.kill = true;
-    add(0, std::move(session));
+    auto [session, end] = TargetExecSession();
+    add(2, std::move(session));
+    add(0, std::move(end));
   }
   {
     wire::CancelArrayT cancel;
