@@ -781,7 +781,12 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
     argv.push_back(request.working_dir + ":" + request.working_dir);
   }
   if (request.memory_mb > 0) argv.push_back("--memory=" + std::to_string(request.memory_mb) + "m");
-  if (request.cpus > 0) argv.push_back("--cpu-shares=" + std::to_string(request.cpus * 1024));
+  // Its weight (see "CPUs" in the header): podman's crun would convert shares by its own curve.
+  if (request.cpus > 0 && runtime_ == "podman" && options_.cgroup_version == 2) {
+    argv.push_back("--cgroup-conf=cpu.weight=" + std::to_string(CpuWeight(request.cpus)));
+  } else if (request.cpus > 0) {
+    argv.push_back("--cpu-shares=" + std::to_string(request.cpus * 1024));
+  }
   if (request.cpus > 0 && request.cpu_quota) {
     argv.push_back("--cpus=" + std::to_string(request.cpus));
   }

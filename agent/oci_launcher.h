@@ -51,7 +51,8 @@
 // shares; on v2 it sets cpu.weight itself (linux.resources.unified), since crun converts shares to
 // a weight by a curve of its own (1 CPU 100, 2 CPUs 173), which would weigh a crun container
 // against the node's process replicas, and larger containers against smaller, out of proportion.
-// docker and podman get --cpu-shares.
+// podman (whose runtime is crun by default) gets --cgroup-conf=cpu.weight=N on v2 for the same
+// reason; docker gets --cpu-shares, which its daemon's runc converts as the agent does.
 //
 // Hybrid cgroups (v1 controllers + cgroup2 at /sys/fs/cgroup/unified): crun refuses to run there,
 // runc works. With runtime "auto" the launcher prefers runc on such hosts; when only crun exists
@@ -113,9 +114,9 @@ struct OciOptions {
   std::chrono::milliseconds command_timeout{std::chrono::seconds(60)};
   // How long the launcher's destruction lets queued runtime commands finish (see above).
   std::chrono::milliseconds shutdown_drain{std::chrono::seconds(10)};
-  // The cgroup version runc and crun put containers in: 0, the host's (2 where /sys/fs/cgroup is
-  // a cgroup2 mount, else 1: v1 or hybrid, where crun has the cgroup2 mount hidden); 1 or 2
-  // (tests). On 2 a bundle sets cpu.weight itself (see "CPUs").
+  // The cgroup version containers are put in: 0, the host's (2 where /sys/fs/cgroup is a cgroup2
+  // mount, else 1: v1 or hybrid, where crun has the cgroup2 mount hidden); 1 or 2 (tests). On 2
+  // a bundle, or podman's argv, sets cpu.weight itself (see "CPUs").
   int cgroup_version = 0;
 };
 

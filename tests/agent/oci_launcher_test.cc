@@ -221,6 +221,43 @@ TEST_P(OciLauncherTest, BundleConfigWeighsCpusAsProcessReplicasOnEitherCgroupVer
             nlohmann::json({{"shares", 3072}, {"quota", 300000}, {"period", 100000}}));
 }
 
+// podman's runtime (crun by default) converts --cpu-shares by its own curve too: on cgroup v2 it
+// is given the weight (--cgroup-conf); docker's runc converts shares as the agent does. Only the
+// argv is built, so stand-ins for the two CLIs (first on PATH) do.
+TEST(OciCliTest, PodmanOnCgroupV2IsGivenTheCpuWeightDockerTheShares) {
+  testing::TempDir bin;
+  for (const char* cli : {"docker", "podman"}) {
+    testing::WriteFile(bin.Join(cli), "#!/bin/sh\nexit 1\n", /*executable=*/true);
+  }
+  const std::string path = std::getenv("PATH") ? std::getenv("PATH") : "";
+  ::setenv("PATH", (bin.path() + ":" + path).c_str(), 1);
+  ProcessLauncher processes{CgroupManager()};
+  auto flags = [&](const std::string& runtime, int version) {
+    OciOptions options;
+    options.runtime = runtime;
+    options.cgroup_version = version;
+    std::vector<std::string> cpu;
+    auto launcher = OciLauncher::Create(options, &processes);
+    EXPECT_TRUE(launcher.ok()) << launcher.status().ToString();
+    if (!launcher.ok()) return cpu;
+    LaunchRequest request;
+    request.job = "j";
+    request.replica = "chief-0";
+    request.image = "python:3.11";
+    request.argv = {"true"};
+    request.cpus = 3;
+    for (const std::string& a : (*launcher)->CliRunArgv(request, "cid")) {
+      if (a.starts_with("--cpu") || a.starts_with("--cgroup-conf")) cpu.push_back(a);
+    }
+    return cpu;
+  };
+  EXPECT_EQ(flags("docker", 2), std::vector<std::string>{"--cpu-shares=3072"});
+  EXPECT_EQ(flags("docker", 1), std::vector<std::string>{"--cpu-shares=3072"});
+  EXPECT_EQ(flags("podman", 2), std::vector<std::string>{"--cgroup-conf=cpu.weight=118"});
+  EXPECT_EQ(flags("podman", 1), std::vector<std::string>{"--cpu-shares=3072"});
+  ::setenv("PATH", path.c_str(), 1);
+}
+
 // JSON carries only UTF-8: a request holding other bytes (the agent's own work dir, say) fails the
 // launch with an error saying so, where writing the config threw and ended the agent.
 TEST_P(OciLauncherTest, AConfigThatCannotBeJsonFailsTheLaunchNotTheAgent) {
