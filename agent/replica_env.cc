@@ -224,10 +224,6 @@ Status MakeDirs(const std::string& path) {
 
 namespace {
 
-// The variables naming output directories (CLOUD_ML_HP_METRIC_FILE names a file: its directory).
-constexpr const char* kOutputDirVars[] = {"AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR",
-                                          "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_HP_METRIC_FILE"};
-
 TestHook<std::map<std::string, std::string>> output_dirs_hook;
 
 }  // namespace

@@ -148,8 +148,10 @@ int SweepAttemptDirs(const std::string& work_dir, std::chrono::milliseconds rete
                      const std::function<bool(const std::string& job, const std::string& replica,
                                               int attempt)>& live);
 
-// Creates the output directories a replica's environment names (AIP_MODEL_DIR,
-// AIP_CHECKPOINT_DIR, AIP_TENSORBOARD_LOG_DIR and the directory of CLOUD_ML_HP_METRIC_FILE), so
+// The variables naming output directories (CLOUD_ML_HP_METRIC_FILE names a file: its directory).
+inline constexpr const char* kOutputDirVars[] = {
+    "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_HP_METRIC_FILE"};
+// Creates the output directories a replica's environment names (kOutputDirVars), so
 // a trainer can write to them at once, as it can to Vertex's bucket paths. With `run_as`, those
 // created at or below the job's output dir (the parent of AIP_MODEL_DIR) are that account's.
 // These directories live on the job's output storage, typically an NFS export that can hang:

@@ -39,13 +39,13 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/agent.h"
 #include "agent/process_launcher.h"
+#include "agent/replica_env.h"
 #include "common/clock.h"
 #include "common/messaging.h"
 #include "tests/fuzz/seed_messages.h"
@@ -138,18 +138,19 @@ bool InSandboxPath(const std::string& path) {
 }
 
 // Whether `frame` may be sent: anything but a LaunchReplica whose checkpoint dir or output
-// directory variables (agent/replica_env.h's kOutputDirVars) lie outside kSandbox.
+// directory variables (kOutputDirVars) lie outside kSandbox.
 bool InSandbox(const uint8_t* data, size_t size) {
   auto parsed = cohort::Message::Parse(zmq::message_t(data, size));
   if (!parsed.ok() || parsed->type() != wire::Body::LaunchReplica) return true;
   const wire::LaunchReplica& launch = *parsed->As<wire::LaunchReplica>();
   if (launch.checkpoint_dir() && !InSandboxPath(launch.checkpoint_dir()->str())) return false;
   if (!launch.env()) return true;
-  static const std::set<std::string> kOutputDirVars = {
-      "AIP_MODEL_DIR", "AIP_CHECKPOINT_DIR", "AIP_TENSORBOARD_LOG_DIR", "CLOUD_ML_HP_METRIC_FILE"};
   for (const wire::KeyValue* kv : *launch.env()) {
-    if (!kv->key() || !kOutputDirVars.count(kv->key()->str())) continue;
-    if (kv->value() && !InSandboxPath(kv->value()->str())) return false;
+    const bool names_a_dir =
+        kv->key() && std::any_of(std::begin(cohort::agent::kOutputDirVars),
+                                 std::end(cohort::agent::kOutputDirVars),
+                                 [&](const char* var) { return kv->key()->str() == var; });
+    if (names_a_dir && kv->value() && !InSandboxPath(kv->value()->str())) return false;
   }
   return true;
 }

@@ -219,6 +219,26 @@ class LiveRestartTest : public ct::ClusterTest, public ::testing::WithParamInter
 
   void ExpectAFailedStartIsUndone(const std::string& start, const std::string& named);
 
+  // The agent, asked to stop, exits 0 having logged each of `marks` in that order and then its
+  // preemption of `job`'s one replica, which ends PREEMPTED.
+  void ExpectStoppedPreempting(const std::string& job, const std::vector<std::string>& marks) {
+    const std::optional<int> status = agent().Wait(30s);
+    ASSERT_TRUE(status.has_value()) << "the agent did not stop: " << AgentLog();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << "\n" << AgentLog();
+    const std::string log = AgentLog();
+    size_t at = 0;
+    for (const std::string& mark : marks) {
+      at = log.find(mark, at);
+      ASSERT_NE(at, std::string::npos) << "no '" << mark << "' where expected: " << log;
+    }
+    EXPECT_NE(log.find("preemption: signalled 1 replica(s)", at), std::string::npos) << log;
+    auto client = cluster_->Client();
+    auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
+    ASSERT_EQ(replicas.replicas.size(), 1u);
+    EXPECT_EQ(replicas.replicas[0]->state, wire::ReplicaState::PREEMPTED)
+        << replicas.replicas[0]->message;
+  }
+
   // Replaces v1's binary with a script that runs v2's agent (installed now) as it is for the
   // pre-flights, after the shell code `preflight`, and runs the shell code `start` before it
   // starts it for the live restart (the agent's arguments are "$@").
@@ -544,18 +564,7 @@ TEST_P(LiveRestartTest, AStopAskedForDuringAFailedStartIsKeptByTheImageItGoesBac
   // until the agent's handler is in place.
   ASSERT_NO_FATAL_FAILURE(UpgradeToAScript("kill -TERM $$\n" + StartOnATakenPort(&port)));
   agent().Signal(SIGUSR2);
-  const std::optional<int> status = agent().Wait(30s);
-  ASSERT_TRUE(status.has_value()) << "the agent did not stop: " << AgentLog();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << "\n" << AgentLog();
-  const std::string log = AgentLog();
-  const size_t undone = log.find("live restart undone: cohort-agent ");
-  ASSERT_NE(undone, std::string::npos) << log;
-  EXPECT_NE(log.find("preemption: signalled 1 replica(s)", undone), std::string::npos) << log;
-  auto client = cluster_->Client();
-  auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
-  ASSERT_EQ(replicas.replicas.size(), 1u);
-  EXPECT_EQ(replicas.replicas[0]->state, wire::ReplicaState::PREEMPTED)
-      << replicas.replicas[0]->message;
+  ExpectStoppedPreempting(job, {"live restart undone: cohort-agent "});
 }
 
 // A stop asked for while the new binary's pre-flights run (its --version here, which takes 2 s) is
@@ -570,20 +579,9 @@ TEST_P(LiveRestartTest, AStopAskedForDuringThePreFlightsIsKeptByTheNewImage) {
   agent().Signal(SIGUSR2);
   ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(preflight); }, 30s)) << AgentLog();
   agent().Signal(SIGTERM);
-  const std::optional<int> status = agent().Wait(30s);
-  ASSERT_TRUE(status.has_value()) << "the agent did not stop: " << AgentLog();
-  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << *status << "\n" << AgentLog();
-  const std::string log = AgentLog();
-  const size_t executing = log.find("live restart: executing ");
-  ASSERT_NE(executing, std::string::npos) << "the restart went on: " << log;
-  const size_t took = log.find("live restart: took over 1 of 1 replica attempt(s)", executing);
-  ASSERT_NE(took, std::string::npos) << log;
-  EXPECT_NE(log.find("preemption: signalled 1 replica(s)", took), std::string::npos) << log;
-  auto client = cluster_->Client();
-  auto replicas = ct::WaitForReplicasEnded(client, job, 20s);
-  ASSERT_EQ(replicas.replicas.size(), 1u);
-  EXPECT_EQ(replicas.replicas[0]->state, wire::ReplicaState::PREEMPTED)
-      << replicas.replicas[0]->message;
+  // The restart went on: the new image took the replica over, then stopped.
+  ExpectStoppedPreempting(
+      job, {"live restart: executing ", "live restart: took over 1 of 1 replica attempt(s)"});
 }
 
 TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
