@@ -24,6 +24,7 @@
 #include "agent/captured_command.h"
 #include "agent/cgroup.h"
 #include "agent/proc_scan.h"
+#include "agent/work_dir_lock.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
@@ -230,6 +231,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->check_config) return std::puts("cohort-agent: the configuration holds") < 0;
+  // Before anything in the work dir is read or swept: another agent's replicas are not leftovers.
+  StatusOr<agent::WorkDirLock> work_dir_lock = agent::WorkDirLock::Take(flags->config.work_dir);
+  if (!work_dir_lock.ok()) {
+    spdlog::error("{}", work_dir_lock.status().ToString());
+    return 1;
+  }
   // A live restart's handoff, taken (and its file removed) before anything else.
   std::optional<agent::WayBack> way_back;
   StatusOr<std::optional<agent::Handoff>> handoff =

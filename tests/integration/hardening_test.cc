@@ -458,6 +458,53 @@ TEST_F(HardeningTest, ARefusedClientKeyIsSaidToBeRefused) {
   EXPECT_TRUE(cluster.coordinator().running());
 }
 
+// A second agent started on the work dir of one that runs (a second unit, one started by hand
+// beside systemd's) is refused before it touches anything: it would take the first one's replicas
+// for leftovers of an earlier run and kill them. The refusal names the dir and the agent holding
+// it; the first agent and its replica run on.
+TEST_F(HardeningTest, ASecondAgentOnARunningAgentsWorkDirIsRefusedAndKillsNothing) {
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string node = UniqueNodeId("dir-owner");
+  ASSERT_EQ(cluster.StartAgent({.node_id = node}), "");
+  auto client = cluster.Client();
+  ASSERT_TRUE(client
+                  .Submit("name: dir_lock\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process: {command: [/bin/sleep, '300']}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, "dir_lock", wire::JobState::RUNNING, 30s));
+  std::vector<pid_t> replica;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        replica = cluster.ReplicaProcesses();
+        return !replica.empty();
+      },
+      10s));
+
+  const std::string work_dir = cluster.agent_work_dir(node);
+  ct::RunResult second = ct::RunProcess(
+      COHORT_AGENT_BIN, {"--insecure", "--coordinator", cluster.agent_endpoint(), "--node-id",
+                         UniqueNodeId("dir-intruder"), "--work-dir", work_dir});
+  EXPECT_EQ(second.exit_code, 1) << second.out << second.err;
+  EXPECT_NE((second.out + second.err)
+                .find("work dir " + work_dir + " is in use by another cohort-agent (pid " +
+                      std::to_string(cluster.agent(node).pid()) +
+                      "): each agent on a host needs a --work-dir of its own"),
+            std::string::npos)
+      << second.out << second.err;
+
+  EXPECT_TRUE(cluster.agent(node).running());
+  for (pid_t pid : replica) EXPECT_EQ(::kill(pid, 0), 0) << "replica process " << pid << " died";
+  const std::vector<pid_t> after = cluster.ReplicaProcesses();
+  EXPECT_EQ(std::set<pid_t>(after.begin(), after.end()),
+            std::set<pid_t>(replica.begin(), replica.end()));
+  auto job = client.GetJob("dir_lock");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(job->state, wire::JobState::RUNNING);
+  ASSERT_TRUE(client.Cancel("dir_lock").ok());
+  EXPECT_EQ(ct::WaitForJobEnd(client, "dir_lock", 30s).state, wire::JobState::CANCELLED);
+}
+
 // An agent stopped cleanly (SIGTERM) leaves no cgroup of its own: its replicas' went with them, and
 // then its node level (<root>/cohort/<node id>).
 TEST_F(HardeningTest, AnAgentStoppedCleanlyLeavesNoCgroupBehind) {

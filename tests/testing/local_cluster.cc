@@ -156,7 +156,7 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   if (binaries_.agent.empty() || !FileExists(binaries_.agent)) {
     return "cohort-agent binary not found: '" + binaries_.agent + "'";
   }
-  const std::string work_dir = dir_.Join("work/" + options.node_id);
+  const std::string work_dir = agent_work_dir(options.node_id);
   std::filesystem::create_directories(work_dir);
   std::vector<std::string> args = options.extra_args;
   if (std::find(args.begin(), args.end(), "--http-endpoint") == args.end()) {

@@ -102,6 +102,10 @@ class LocalCluster {
     return it == agent_http_ports_.end() ? 0 : it->second;
   }
   std::string state_dir() const { return dir_.Join("state"); }
+  // An agent's --work-dir.
+  std::string agent_work_dir(const std::string& node_id) const {
+    return dir_.Join("work/" + node_id);
+  }
   // The cgroup v2 directory the agents put their replica cgroups under (--cgroup-root), "" where
   // none could be made.
   const std::string& cgroup_root() const { return cgroup_root_; }
