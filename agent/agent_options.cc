@@ -335,9 +335,24 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
     oci.runtime = flags.container_runtime;
     oci.cache_dir = flags.config.work_dir + "/images";
     oci.rdma = flags.container_rdma;
+    oci.container_tag = ContainerTag(flags.config.work_dir);
     auto containers = OciLauncher::Create(oci, process_launcher);
     if (containers.ok()) {
-      spdlog::info("containers run with {}", (*containers)->runtime());
+      spdlog::info("containers run with {}, their ids cohort-{}-<job>-<replica>-<attempt>",
+                   (*containers)->runtime(), oci.container_tag);
+      std::set<std::string> handed_over;
+      if (handoff != nullptr) {
+        for (const HandedOverAttempt& a : handoff->attempts) {
+          if (a.container) handed_over.insert(a.container_id);
+        }
+      }
+      StatusOr<int> swept = (*containers)->SweepLeftovers(handed_over);
+      if (!swept.ok()) {
+        spdlog::warn("containers left by an earlier run of this agent are not known: {}",
+                     swept.status().ToString());
+      } else if (*swept > 0) {
+        spdlog::warn("removed {} container(s) left by an earlier run of this agent", *swept);
+      }
       agent->SetContainerLauncher(std::move(*containers));
     } else {
       spdlog::info("no container runtime ({}): container replicas will fail",

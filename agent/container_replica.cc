@@ -98,6 +98,7 @@ void ContainerReplica::Release() {
 Status ContainerReplica::HandOver(HandedOverAttempt* out) {
   COHORT_RETURN_IF_ERROR(inner_->HandOver(out));
   out->container = true;
+  out->container_id = shared_->id;
   return Status::Ok();
 }
 

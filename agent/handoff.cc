@@ -134,6 +134,7 @@ json EncodeAttempt(const HandedOverAttempt& a) {
               {"env", a.env},
               {"chief", a.chief},
               {"container", a.container},
+              {"container_id", a.container_id},
               {"launched_ns", a.launched_ns},
               {"log_acked", a.log_acked},
               {"measurements_acked", a.measurements_acked}};
@@ -161,6 +162,7 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   a.env = f.StringMap("env");
   a.chief = f.Bool("chief");
   a.container = f.Bool("container");
+  a.container_id = f.String("container_id");  // absent from older agents'
   a.launched_ns = f.Integer("launched_ns", 0, INT64_MAX);
   a.log_acked = static_cast<uint64_t>(f.Integer("log_acked", 0, INT64_MAX));
   a.measurements_acked = static_cast<uint64_t>(f.Integer("measurements_acked", 0, INT64_MAX));
@@ -186,6 +188,12 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   f.Require(a.cgroup.empty() || a.cgroup.front() == '/', "cgroup", "must be an absolute path");
   f.Require(a.status_fd == -1 || a.status_fd > 2, "status_fd",
             "must be -1 or a descriptor above stderr");
+  // It becomes a runtime command's argument: an id, never an option.
+  f.Require(a.container_id.empty() || (a.container_id.front() != '-' &&
+                                       a.container_id.find_first_not_of(
+                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789-_.") == std::string::npos),
+            "container_id", "must be letters, digits, '-', '_' and '.', not starting with '-'");
   if (!f.status().ok()) return f.status();
   return a;
 }

@@ -68,6 +68,9 @@ struct HandedOverAttempt {
   // A container's: `pid` is its runtime's foreground process (`runc run`, `docker run`), adopted
   // by the container launcher, which the new image must have (the same --container-runtime).
   bool container = false;
+  // Its container id (agent/oci_launcher.h's ContainerId); "" from an image older than container
+  // tags, whose ids had none.
+  std::string container_id;
   // When its launch began (FlightClockNs): a flight recorder older than that is not its own.
   int64_t launched_ns = 0;
   // Delivery: the log's bytes and the measurements the coordinator has acknowledged.

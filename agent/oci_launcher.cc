@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,6 +23,7 @@
 #include "agent/inventory.h"
 #include "agent/replica_env.h"
 #include "common/file_util.h"
+#include "common/fnv.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
 
@@ -360,12 +362,30 @@ int HostCgroupVersion() {
   return ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC ? 2 : 1;
 }
 
-std::string ContainerId(const std::string& job, const std::string& replica, int attempt) {
-  std::string id = "cohort-" + job + "-" + replica + "-" + std::to_string(attempt);
+std::string ContainerTag(const std::string& work_dir) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(work_dir, ec);
+  if (ec) absolute = work_dir;
+  std::string path = absolute.lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const uint64_t h = Fnv1a().Add(path).value();
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+  return tag;
+}
+
+std::string ContainerId(const std::string& tag, const std::string& job, const std::string& replica,
+                        int attempt) {
+  std::string id = "cohort-" + (tag.empty() ? "" : tag + "-") + job + "-" + replica + "-" +
+                   std::to_string(attempt);
   for (char& c : id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   }
   return id;
+}
+
+std::string OciLauncher::IdOf(const LaunchRequest& request) const {
+  return ContainerId(options_.container_tag, request.job, request.replica, request.attempt);
 }
 
 StatusOr<std::unique_ptr<OciLauncher>> OciLauncher::Create(OciOptions options,
@@ -461,7 +481,7 @@ StatusOr<std::string> OciLauncher::ResolveRootfs(const std::string& image) const
 }
 
 Status OciLauncher::Prepare(const LaunchRequest& request) {
-  const std::string id = ContainerId(request.job, request.replica, request.attempt);
+  const std::string id = IdOf(request);
   std::vector<std::string> argv;
   if (cli()) {
     argv = CliRunArgv(request, id);  // the CLI pulls the image
@@ -483,7 +503,7 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
     }
     argv = RuntimeArgv({"run", "--bundle", bundle.string(), id});
   }
-  COHORT_RETURN_IF_ERROR(RemoveLeftover(id));
+  COHORT_RETURN_IF_ERROR(RemoveLeftover(id).status());
   std::lock_guard<std::mutex> lock(prepared_mu_);
   prepared_[id] = std::move(argv);
   return Status::Ok();
@@ -491,7 +511,7 @@ Status OciLauncher::Prepare(const LaunchRequest& request) {
 
 void OciLauncher::Forget(const LaunchRequest& request) {
   std::lock_guard<std::mutex> lock(prepared_mu_);
-  prepared_.erase(ContainerId(request.job, request.replica, request.attempt));
+  prepared_.erase(IdOf(request));
 }
 
 size_t OciLauncher::prepared_count() {
@@ -499,7 +519,7 @@ size_t OciLauncher::prepared_count() {
   return prepared_.size();
 }
 
-Status OciLauncher::RemoveLeftover(const std::string& id) {
+StatusOr<bool> OciLauncher::RemoveLeftover(const std::string& id) {
   // On the container's lane: after whatever an earlier Release of the same id queued.
   auto deleted = std::make_shared<std::promise<CapturedCommand>>();
   std::future<CapturedCommand> done = deleted->get_future();
@@ -520,8 +540,36 @@ Status OciLauncher::RemoveLeftover(const std::string& id) {
   if (run.exit_code != 0 && !RuntimeSaysGone(run.output)) {
     spdlog::warn("container {}: removing a leftover: {}{}", id, run.timed_out ? "timed out: " : "",
                  run.output);
+    return false;
   }
-  return Status::Ok();
+  return true;
+}
+
+StatusOr<int> OciLauncher::SweepLeftovers(const std::set<std::string>& keep) {
+  if (options_.container_tag.empty()) return 0;
+  CaptureOptions list;
+  list.timeout = options_.command_timeout;
+  list.max_output = 16 << 20;
+  const CapturedCommand listed = RunCaptured(
+      RuntimeCommand(cli() ? std::vector<std::string>{"ps", "--all", "--format", "{{.Names}}"}
+                           : std::vector<std::string>{"list", "--quiet"}),
+      list);
+  if (listed.exit_code != 0) {
+    return Unavailable(runtime_ + (cli() ? " ps" : " list") + " " +
+                       (listed.timed_out ? "timed out" : "failed") + ": " +
+                       listed.output.substr(0, 400));
+  }
+  const std::string mine = "cohort-" + options_.container_tag + "-";
+  int removed = 0;
+  std::istringstream ids(listed.output);
+  for (std::string id; std::getline(ids, id);) {
+    if (id.rfind(mine, 0) != 0 || keep.count(id) > 0) continue;
+    COHORT_ASSIGN_OR_RETURN(bool gone, RemoveLeftover(id));
+    if (!gone) continue;  // said why
+    spdlog::warn("container {}: left by an earlier run of this agent; removed", id);
+    ++removed;
+  }
+  return removed;
 }
 
 void OciLauncher::CancelPrepares() { cancelled_ = true; }
@@ -739,7 +787,7 @@ StatusOr<std::string> OciLauncher::BundleConfig(const LaunchRequest& request,
          {{{"type", "pid"}}, {{"type", "ipc"}}, {{"type", "uts"}}, {{"type", "mount"}}}},
         {"devices", devices},
         {"resources", resources},
-        {"cgroupsPath", "/cohort/" + ContainerId(request.job, request.replica, request.attempt)},
+        {"cgroupsPath", "/cohort/" + IdOf(request)},
         {"maskedPaths",
          {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
           "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
@@ -841,7 +889,7 @@ std::vector<std::string> OciLauncher::CliRunArgv(const LaunchRequest& request,
 }
 
 StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchRequest& request) {
-  std::string id = ContainerId(request.job, request.replica, request.attempt);
+  std::string id = IdOf(request);
   LaunchRequest runtime_request = request;
   {
     std::lock_guard<std::mutex> lock(prepared_mu_);
@@ -868,7 +916,9 @@ StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Launch(const LaunchReques
 StatusOr<std::unique_ptr<ReplicaProcess>> OciLauncher::Adopt(const HandedOverAttempt& handed) {
   COHORT_ASSIGN_OR_RETURN(auto process, processes_->Adopt(handed));
   return std::unique_ptr<ReplicaProcess>(new ContainerReplica(
-      std::move(process), ContainerId(handed.job, handed.replica, handed.attempt),
+      std::move(process),
+      handed.container_id.empty() ? ContainerId("", handed.job, handed.replica, handed.attempt)
+                                  : handed.container_id,
       RuntimeCommand({}), cli(), commands_));
 }
 

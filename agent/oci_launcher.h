@@ -94,6 +94,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,6 +119,8 @@ struct OciOptions {
   // mount, else 1: v1 or hybrid, where crun has the cgroup2 mount hidden); 1 or 2 (tests). On 2
   // a bundle, or podman's argv, sets cpu.weight itself (see "CPUs").
   int cgroup_version = 0;
+  // The agent's part of its container ids (ContainerTag of its work dir); "" for none.
+  std::string container_tag;
 };
 
 // What an image's config says of its process: its environment (ENV), working directory
@@ -175,6 +178,15 @@ class OciLauncher : public Launcher {
   // foreground process, still this process's child, and the container it runs.
   StatusOr<std::unique_ptr<ReplicaProcess>> Adopt(const HandedOverAttempt& handed) override;
 
+  // Force-deletes every container of this agent's (its id begins "cohort-<container_tag>-") the
+  // runtime lists, except those in `keep` (a live restart's, agent/handoff.h): an agent killed
+  // with SIGKILL leaves its containers running (the runtime's foreground process dies with it, the
+  // container does not), their GPUs then handed out again by the coordinator. Other agents'
+  // containers are never touched; without a tag nothing is (its own cannot be told apart).
+  // Blocking (the runtime's list, then a delete per container): call it at the agent's start,
+  // before its loop. Returns how many were removed; the list command's failure names it.
+  StatusOr<int> SweepLeftovers(const std::set<std::string>& keep);
+
   // The runtime chosen ("runc", "crun", "docker", "podman") and whether crun must hide cgroup2.
   const std::string& runtime() const { return runtime_; }
   bool hide_cgroup2() const { return hide_cgroup2_; }
@@ -205,10 +217,13 @@ class OciLauncher : public Launcher {
         commands_(std::make_shared<RuntimeCommands>(options_.command_timeout)) {}
 
   bool cli() const { return runtime_ == "docker" || runtime_ == "podman"; }
+  // The id of the request's container.
+  std::string IdOf(const LaunchRequest& request) const;
   // argv of `runtime args...` for the runtime's short commands (RuntimeArgv, or the CLI's).
   std::vector<std::string> RuntimeCommand(const std::vector<std::string>& args) const;
-  // Removes a container `id` left by a crashed agent, waiting for it off the loop.
-  Status RemoveLeftover(const std::string& id);
+  // Removes a container `id` left by a crashed agent, waiting for it off the loop: whether it is
+  // gone (false: the runtime's delete failed, logged); kCancelled at the agent's shutdown.
+  StatusOr<bool> RemoveLeftover(const std::string& id);
 
   // Where an image's root filesystem is: `rootfs` for a root filesystem directory; for an OCI
   // image layout, `layout` ("<dir>[:<tag>]", as umoci takes it), its directory `layout_dir` and
@@ -242,7 +257,16 @@ class OciLauncher : public Launcher {
 bool HostHasHybridCgroups();
 // 2 where /sys/fs/cgroup is a cgroup2 mount (the unified hierarchy alone), else 1.
 int HostCgroupVersion();
-// A container id for an attempt: "cohort-<job>-<replica>-<attempt>", safe for every runtime.
-std::string ContainerId(const std::string& job, const std::string& replica, int attempt);
+// The part of an agent's container ids that tells them from those of the other agents of its
+// host: container ids are the host runtime's, and two agents of one host may run the same replica
+// attempt of the same job name (two clusters; test clusters in parallel), where one would take
+// the other's container for a leftover of its own and force-delete it. 8 hex digits of the
+// FNV-1a of the agent's work dir made absolute, which one running agent holds at a time
+// (agent/work_dir_lock.h): the same across the agent's restarts.
+std::string ContainerTag(const std::string& work_dir);
+// A container id for an attempt: "cohort-<tag>-<job>-<replica>-<attempt>" ("cohort-<job>-..."
+// with no tag: the ids of images older than tags), safe for every runtime.
+std::string ContainerId(const std::string& tag, const std::string& job, const std::string& replica,
+                        int attempt);
 
 }  // namespace cohort::agent

@@ -158,6 +158,7 @@ class AgentContainerWaitTest : public AgentLoopTest,
     oci.runtime = GetParam();
     oci.cache_dir = work_.path() + "/images";
     oci.shutdown_drain = milliseconds(300);
+    oci.container_tag = tag_ = ContainerTag(work_.path());
     auto containers = OciLauncher::Create(oci, &container_processes_);
     ASSERT_TRUE(containers.ok()) << containers.status().ToString();
     ASSERT_EQ((*containers)->runtime(), GetParam());
@@ -176,7 +177,7 @@ class AgentContainerWaitTest : public AgentLoopTest,
   void LaunchRunning(int attempt) {
     coordinator_->Launch("node-a", ContainerLaunch("worker-0", attempt));
     const std::string key = LogKey(kJob, "worker-0", attempt);
-    const std::string id = ContainerId(kJob, "worker-0", attempt);
+    const std::string id = ContainerId(tag_, kJob, "worker-0", attempt);
     ASSERT_TRUE(Pump([&] {
       auto latest = coordinator_->Latest(key);
       return latest && latest->state == wire::ReplicaState::RUNNING &&
@@ -193,13 +194,14 @@ class AgentContainerWaitTest : public AgentLoopTest,
   }
 
   FakeRuntime runtime_;  // before the agent's launcher is made, gone after the agent
+  std::string tag_;      // the launcher's container tag
   ProcessLauncher container_processes_{CgroupManager()};
 };
 
 INSTANTIATE_TEST_SUITE_P(Runtimes, AgentContainerWaitTest, ::testing::Values("runc", "docker"));
 
 TEST_P(AgentContainerWaitTest, AStopWhoseRuntimeKillHangsHoldsNothingElse) {
-  const std::string id = ContainerId(kJob, "worker-0", 0);
+  const std::string id = ContainerId(tag_, kJob, "worker-0", 0);
   const std::string key = LogKey(kJob, "worker-0", 0);
   ASSERT_NO_FATAL_FAILURE(LaunchRunning(0));
   // Prepare removed a leftover of the id before the run.
@@ -239,8 +241,8 @@ TEST_P(AgentContainerWaitTest, AStopWhoseRuntimeKillHangsHoldsNothingElse) {
 }
 
 TEST_P(AgentContainerWaitTest, ADeleteThatHangsHoldsNothingElseNorTheNextAttempt) {
-  const std::string id0 = ContainerId(kJob, "worker-0", 0);
-  const std::string id1 = ContainerId(kJob, "worker-0", 1);
+  const std::string id0 = ContainerId(tag_, kJob, "worker-0", 0);
+  const std::string id1 = ContainerId(tag_, kJob, "worker-0", 1);
   ASSERT_NO_FATAL_FAILURE(LaunchRunning(0));
   runtime_.Block("delete", id0);
   runtime_.Finish(id0);
@@ -274,7 +276,7 @@ TEST_P(AgentContainerWaitTest, ADeleteThatHangsHoldsNothingElseNorTheNextAttempt
 // The removal of a leftover container runs in Prepare: while it hangs the attempt stays STARTING
 // and the loop goes on; a shutdown then cancels the Prepare and kills the removal.
 TEST_P(AgentContainerWaitTest, ALeftoverRemovalThatHangsHoldsNothingElseNorTheShutdown) {
-  const std::string id = ContainerId(kJob, "worker-0", 0);
+  const std::string id = ContainerId(tag_, kJob, "worker-0", 0);
   const std::string key = LogKey(kJob, "worker-0", 0);
   runtime_.Block("delete", id);
   coordinator_->Launch("node-a", ContainerLaunch("worker-0", 0));
@@ -290,7 +292,7 @@ TEST_P(AgentContainerWaitTest, ALeftoverRemovalThatHangsHoldsNothingElseNorTheSh
 }
 
 TEST_P(AgentContainerWaitTest, ShutdownKillsARuntimeCommandThatHangsPastTheDrain) {
-  const std::string id = ContainerId(kJob, "worker-0", 0);
+  const std::string id = ContainerId(tag_, kJob, "worker-0", 0);
   ASSERT_NO_FATAL_FAILURE(LaunchRunning(0));
   runtime_.Block("kill", id);
   // The agent goes away: its SIGKILL's kill hangs; the launcher lets it run for the drain
@@ -326,12 +328,13 @@ TEST(ContainerPrepareTest, AnAttemptStoppedWhilePreparingLeavesNothingPrepared) 
   oci.runtime = "runc";
   oci.cache_dir = work.path() + "/images";
   oci.shutdown_drain = milliseconds(300);
+  oci.container_tag = ContainerTag(work.path());
   auto created = OciLauncher::Create(oci, &processes);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   OciLauncher* containers = created->get();
   manager.SetContainerLauncher(std::move(*created));
 
-  const std::string id = ContainerId(kJob, "worker-0", 0);
+  const std::string id = ContainerId(oci.container_tag, kJob, "worker-0", 0);
   runtime.Block("delete", id);
   wire::LaunchReplicaT launch = MakeLaunch(kJob, "worker-0", 0, "");
   launch.command = {"/bin/true"};

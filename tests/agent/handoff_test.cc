@@ -39,6 +39,8 @@ HandedOverAttempt Attempt(const std::string& replica) {
   a.launched_ns = 1234567890123;
   a.log_acked = 1 << 20;
   a.measurements_acked = 7;
+  a.container = replica == "worker-0";
+  a.container_id = a.container ? "cohort-0badf00d-train-worker-0-2" : "";
   return a;
 }
 
@@ -108,6 +110,9 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   EXPECT_FALSE(back->attempts[1].run_as.has_value());
   EXPECT_EQ(back->attempts[1].status_fd, -1);
   EXPECT_FALSE(back->attempts[1].chief);
+  EXPECT_FALSE(a.container);
+  EXPECT_TRUE(back->attempts[1].container);
+  EXPECT_EQ(back->attempts[1].container_id, "cohort-0badf00d-train-worker-0-2");
   // How the attempts that ended lately ended, in order.
   ASSERT_EQ(back->ended.size(), 2u);
   EXPECT_EQ(back->ended[0].job, "eval");
@@ -123,10 +128,12 @@ TEST(HandoffTest, WhatIsWrittenIsWhatIsRead) {
   nlohmann::json older = nlohmann::json::parse(*EncodeHandoff(h));
   older.erase("ended");
   older["attempts"][0].erase("job_created_ms");
+  older["attempts"][1].erase("container_id");  // one older than container tags: its ids had none
   auto without = DecodeHandoff(older.dump());
   ASSERT_TRUE(without.ok()) << without.status().ToString();
   EXPECT_TRUE(without->ended.empty());
   EXPECT_EQ(without->attempts[0].job_created_ms, 0);
+  EXPECT_EQ(without->attempts[1].container_id, "");
   EXPECT_FALSE(without->previous_image.has_value());  // nor one older than the way back
 
   Handoff with_way_back = TwoAttempts();
@@ -175,6 +182,12 @@ TEST(HandoffTest, AHostileOrDamagedFileIsRefusedNamingWhatIsWrong) {
   EXPECT_EQ(with("run_as", nlohmann::json{{"uid", -1}}),
             "handoff attempts[1].run_as.uid: must be in 0..4294967294");
   EXPECT_EQ(with("run_as", "root"), "handoff attempts[1].run_as: must be an object");
+  EXPECT_EQ(with("container_id", "--root=/tmp/x"),
+            "handoff attempts[1].container_id: must be letters, digits, '-', '_' and '.', not "
+            "starting with '-'");
+  EXPECT_EQ(with("container_id", "cohort-a/../b"),
+            "handoff attempts[1].container_id: must be letters, digits, '-', '_' and '.', not "
+            "starting with '-'");
   EXPECT_EQ(with("replica", "chief-0"),
             "handoff attempts[1]: attempt train/chief-0/2 is listed twice");
 

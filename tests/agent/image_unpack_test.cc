@@ -36,10 +36,10 @@ using testing::ReadFile;
 using testing::WaitUntil;
 using testing::WriteFile;
 
-// The job of the container replicas. Container ids name it, and an OCI runtime's ids are the
-// host's: ctest runs tests in parallel.
+// The job of the container replicas. An OCI runtime's ids are the host's, and ctest runs tests in
+// parallel: the launcher's tag, of its test's own dir, keeps their containers apart.
 const std::string& ImageJob() {
-  static const std::string job = "img_" + std::to_string(::getpid());
+  static const std::string job = "img";
   return job;
 }
 
@@ -102,6 +102,7 @@ class FakeUmoci {
     OciOptions oci;
     oci.cache_dir = cache();
     oci.device_dir = dir_.Join("dev");
+    oci.container_tag = ContainerTag(dir_.path());
     return OciLauncher::Create(oci, processes);
   }
   // A launch of the image that prints the marker in its root (kMarker).

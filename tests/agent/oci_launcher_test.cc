@@ -51,6 +51,7 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     fs::create_directories(dir_ / "rootfs" / "bin");
     fs::create_directories(dir_ / "dev");
     fs::create_directories(dir_ / "work");
+    options_.container_tag = ContainerTag((dir_ / "work").string());
     // Fake GPUs 0..3 and a control node, with NVIDIA's major number.
     for (int i = 0; i < 4; ++i) {
       mknod_ok_ &= ::mknod((dir_ / "dev" / ("nvidia" + std::to_string(i))).c_str(), S_IFCHR | 0666,
@@ -103,7 +104,7 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
 
   LaunchRequest Request(std::vector<std::string> argv, std::vector<int> gpus) {
     LaunchRequest request;
-    request.job = "oci_job_" + std::to_string(::getpid());  // ctest runs instances in parallel
+    request.job = "oci_job";  // the tag, of this process's dir_, keeps parallel tests apart
     request.replica = "worker-0";
     request.attempt = 0;
     request.argv = std::move(argv);
@@ -150,6 +151,16 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     std::string log = ReadFile(dir_ / "work" / "log");
     EXPECT_EQ(code, 0) << "runtime " << launcher_->runtime() << " log:\n" << log;
     return log;
+  }
+
+  // The id of `request`'s container under `options`.
+  static std::string IdOf(const OciOptions& options, const LaunchRequest& request) {
+    return ContainerId(options.container_tag, request.job, request.replica, request.attempt);
+  }
+  // Whether the runtime says container `id` is running (not still being created, not gone).
+  bool Running(const std::string& id) {
+    CapturedCommand state = RunCaptured(launcher_->RuntimeArgv({"state", id}));
+    return state.exit_code == 0 && state.output.find("\"running\"") != std::string::npos;
   }
 
   fs::path dir_;
@@ -451,7 +462,8 @@ TEST_P(OciLauncherTest, UnknownRuntimeAndBadImageAreClearErrors) {
   auto launched = (*launcher)->Launch(request);
   ASSERT_FALSE(launched.ok());
   EXPECT_EQ(launched.status().message(),
-            "container " + ContainerId(request.job, request.replica, request.attempt) +
+            "container " +
+                ContainerId(options_.container_tag, request.job, request.replica, request.attempt) +
                 ": not prepared (Prepare did not run or failed)");
 }
 
@@ -506,7 +518,8 @@ TEST_P(OciLauncherTest, AContainersCpusAreItsShareAndACapOnlyWithAQuota) {
   auto controls = [&](bool quota) {
     LaunchRequest request = Request({}, {});
     request.replica = quota ? "worker-1" : "worker-0";
-    const std::string cgroup = "cohort/" + ContainerId(request.job, request.replica, 0);
+    const std::string cgroup =
+        "cohort/" + ContainerId(options_.container_tag, request.job, request.replica, 0);
     request.argv = {"/bin/sh", "-c",
                     "cd /sys/fs/cgroup/cpu/" + cgroup +
                         " 2>/dev/null && echo v1 $(cat "
@@ -566,11 +579,143 @@ TEST_P(OciLauncherTest, KillAllStopsTheContainerAndReleaseDeletesIt) {
   (*process)->Release();
   // The delete runs off the caller's thread; destroying the launcher lets it finish.
   const std::vector<std::string> state =
-      launcher_->RuntimeArgv({"state", ContainerId(request.job, request.replica, request.attempt)});
+      launcher_->RuntimeArgv({"state", ContainerId(options_.container_tag, request.job,
+                                                   request.replica, request.attempt)});
   launcher_.reset();
   CapturedCommand after = RunCaptured(state);
   EXPECT_NE(after.exit_code, 0) << "the container is still there: " << after.output;
   EXPECT_TRUE(RuntimeSaysGone(after.output)) << after.output;
+}
+
+// Container ids are the host runtime's: two agents of one host (two clusters, test clusters in
+// parallel) may run the same attempt of the same job name. Each agent's ids carry its work dir's
+// tag, so the second one's removal of a leftover of its own never reaches the first's container.
+TEST_P(OciLauncherTest, TwoAgentsOfOneHostRunTheSameAttemptOfAJobSideBySide) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  const LaunchRequest first_request = Request({"/bin/sh", "-c", "sleep 300"}, {});
+  const std::string first_id = IdOf(options_, first_request);
+  EXPECT_EQ(first_id.rfind("cohort-" + options_.container_tag + "-", 0), 0u) << first_id;
+  ASSERT_TRUE(launcher_->Prepare(first_request).ok());
+  auto first = launcher_->Launch(first_request);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(testing::WaitUntil([&] { return Running(first_id); }, 20s))
+      << "the container never ran: " << ReadFile(dir_ / "work" / "log");
+
+  fs::create_directories(dir_ / "work2");
+  OciOptions other = options_;
+  other.container_tag = ContainerTag((dir_ / "work2").string());
+  ProcessLauncher other_processes{CgroupManager()};
+  auto second_launcher = OciLauncher::Create(other, &other_processes);
+  ASSERT_TRUE(second_launcher.ok()) << second_launcher.status().ToString();
+  LaunchRequest second_request = first_request;  // the same job, replica and attempt
+  second_request.working_dir = (dir_ / "work2").string();
+  second_request.log_path = (dir_ / "work2" / "log").string();
+  const std::string second_id = IdOf(other, second_request);
+  EXPECT_NE(first_id, second_id);
+  ASSERT_TRUE((*second_launcher)->Prepare(second_request).ok());
+  auto second = (*second_launcher)->Launch(second_request);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE(testing::WaitUntil([&] { return Running(second_id); }, 20s))
+      << "the second container never ran: " << ReadFile(dir_ / "work2" / "log");
+  // The first one's runtime process and container live on.
+  int status = 0;
+  EXPECT_EQ(::waitpid((*first)->pid(), &status, WNOHANG), 0)
+      << "the first container's runtime ended: " << ReadFile(dir_ / "work" / "log");
+  EXPECT_TRUE(Running(first_id)) << RunCaptured(launcher_->RuntimeArgv({"list"})).output;
+
+  for (auto* process : {&**first, &**second}) {
+    process->KillAll();
+    Wait(*process);
+    EXPECT_TRUE(KillUntilGone(*process));
+    process->Release();
+  }
+}
+
+// An agent killed with SIGKILL takes its runtime's foreground processes with it, not their
+// containers: they run on, holding GPUs the coordinator hands out again. Its next start removes
+// them, and only them: not those a live restart handed over, not another agent's.
+TEST_P(OciLauncherTest, AStartRemovesTheContainersAKilledRunLeftAndNoOthers) {
+  std::string why;
+  if (!CanRunContainers(&why)) GTEST_SKIP() << why;
+  auto launch = [&](OciLauncher& launcher, const OciOptions& options, LaunchRequest request) {
+    EXPECT_TRUE(launcher.Prepare(request).ok());
+    auto process = launcher.Launch(request);
+    EXPECT_TRUE(process.ok()) << process.status().ToString();
+    if (!process.ok()) return std::unique_ptr<ReplicaProcess>();
+    EXPECT_TRUE(testing::WaitUntil([&] { return Running(IdOf(options, request)); }, 20s))
+        << "the container never ran: " << ReadFile(request.log_path);
+    return std::move(*process);
+  };
+  LaunchRequest left_request = Request({"/bin/sh", "-c", "sleep 300"}, {});
+  LaunchRequest kept_request = left_request;
+  kept_request.replica = "worker-1";
+  kept_request.working_dir = (dir_ / "work-kept").string();
+  kept_request.log_path = (dir_ / "work-kept" / "log").string();
+  LaunchRequest other_request = left_request;  // another agent's, the same attempt
+  other_request.working_dir = (dir_ / "work2").string();
+  other_request.log_path = (dir_ / "work2" / "log").string();
+  fs::create_directories(dir_ / "work-kept");
+  fs::create_directories(dir_ / "work2");
+  OciOptions other_options = options_;
+  other_options.container_tag = ContainerTag((dir_ / "work2").string());
+  ProcessLauncher other_processes{CgroupManager()};
+  auto other_launcher = OciLauncher::Create(other_options, &other_processes);
+  ASSERT_TRUE(other_launcher.ok()) << other_launcher.status().ToString();
+
+  std::unique_ptr<ReplicaProcess> left = launch(*launcher_, options_, left_request);
+  std::unique_ptr<ReplicaProcess> kept = launch(*launcher_, options_, kept_request);
+  std::unique_ptr<ReplicaProcess> other = launch(**other_launcher, other_options, other_request);
+  ASSERT_TRUE(left && kept && other);
+  const std::string left_id = IdOf(options_, left_request), kept_id = IdOf(options_, kept_request),
+                    other_id = IdOf(other_options, other_request);
+
+  // The agent's death, as far as this container goes: its runtime process is SIGKILLed.
+  ASSERT_EQ(::kill(left->pid(), SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(left->pid(), &status, 0), left->pid());
+  left->OnExited(status);
+  ASSERT_TRUE(testing::WaitUntil([&] { return Running(left_id); }, 5s))
+      << "the container did not outlive its runtime process, which this test is about";
+
+  auto next_start = OciLauncher::Create(options_, &processes_);
+  ASSERT_TRUE(next_start.ok()) << next_start.status().ToString();
+  StatusOr<int> swept = (*next_start)->SweepLeftovers({kept_id});
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, 1);
+  CapturedCommand gone = RunCaptured(launcher_->RuntimeArgv({"state", left_id}));
+  EXPECT_TRUE(gone.exit_code != 0 && RuntimeSaysGone(gone.output)) << gone.output;
+  EXPECT_TRUE(Running(kept_id));
+  EXPECT_TRUE(Running(other_id));
+  // Without a tag it cannot tell its own: it removes nothing.
+  OciOptions untagged = options_;
+  untagged.container_tag = "";
+  auto older = OciLauncher::Create(untagged, &processes_);
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ(*(*older)->SweepLeftovers({}), 0);
+  EXPECT_TRUE(Running(kept_id));
+
+  left->Release();
+  for (ReplicaProcess* process : {kept.get(), other.get()}) {
+    process->KillAll();
+    Wait(*process);
+    EXPECT_TRUE(KillUntilGone(*process));
+    process->Release();
+  }
+}
+
+// An agent's tag is its work dir's, however the path is written, and only its.
+TEST(ContainerIdTest, TheTagIsTheWorkDirsAndTheIdIsSafeForEveryRuntime) {
+  const std::string tag = ContainerTag("/var/lib/cohort-agent");
+  EXPECT_EQ(tag.size(), 8u);
+  EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos) << tag;
+  EXPECT_EQ(ContainerTag("/var/lib/cohort-agent/"), tag);
+  EXPECT_EQ(ContainerTag("/var/lib/./x/../cohort-agent"), tag);
+  EXPECT_NE(ContainerTag("/var/lib/cohort-agent2"), tag);
+  EXPECT_EQ(ContainerTag("relative"), ContainerTag((fs::current_path() / "relative").string()));
+  EXPECT_EQ(ContainerId(tag, "train job", "worker/0", 2),
+            "cohort-" + tag + "-train_job-worker_0-2");
+  EXPECT_EQ(ContainerId("", "train", "chief-0", 0), "cohort-train-chief-0-0");
 }
 
 // `cohort exec` in a container replica goes through the runtime's exec (agent/exec_in_replica.h):

@@ -10,7 +10,8 @@
 // missed its death signal and is not provoked here). Those tests skip elsewhere, saying why.
 // Without namespaces the agent finds the first two by the COHORT_ATTEMPT_DIR they inherit and the
 // bare one only as its own descendant (it is a PR_SET_CHILD_SUBREAPER): the SIGKILL test then
-// checks that the next start kills the first two, the shutdown test all three.
+// checks that the next start kills the first two, the shutdown test all three. A container
+// replica outlives a SIGKILLed agent whatever the mode; the next start removes it by its id.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -19,12 +20,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/client.h"
 #include "tests/testing/cluster_test.h"
+#include "tests/testing/oci_image.h"
 
 namespace cohort {
 namespace {
@@ -183,6 +186,59 @@ TEST_F(LeftoverTest, NextStartOfASigkilledAgentKillsWhatItsReplicasLeft) {
   if (!pidns) {
     EXPECT_NE(AgentLog().find("left by an earlier run"), std::string::npos) << AgentLog();
   }
+}
+
+// A container replica outlives a SIGKILLed agent (its runtime's foreground process dies with the
+// agent, the container does not) and would hold its GPUs while the coordinator hands them out
+// again. The agent's next start removes it: the agent's tag in its id says it is this agent's.
+TEST_F(LeftoverTest, NextStartOfASigkilledAgentRemovesTheContainersItLeft) {
+  if (std::string why = ct::WhyNoContainers(); !why.empty()) GTEST_SKIP() << why;
+  ct::TempDir dir("cohort-leftover-image");
+  const std::string layout = dir.Join("sleeper");
+  ASSERT_NO_FATAL_FAILURE(ct::MakeBusyboxImage(
+      dir.path(), layout, {"sleep", "touch"},
+      {"/bin/sh", "-c", "touch \"$AIP_MODEL_DIR/../up\"; exec sleep 1000"}, {}));
+  const std::string output = cluster_->scratch("boxed-out");
+  auto client = cluster_->Client();
+  auto job = client.Submit("name: boxed\noutput_dir: " + output +
+                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                           "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
+                           layout + "\"}\n");
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(output + "/up"); }, 60s))
+      << cluster_->Logs();
+  // "containers run with runc, their ids cohort-<tag>-<job>-<replica>-<attempt>"
+  std::smatch said;
+  const std::string log = AgentLog();
+  ASSERT_TRUE(std::regex_search(
+      log, said, std::regex(R"(containers run with (\w+), their ids cohort-([0-9a-f]{8})-)")))
+      << log;
+  std::string runtime = "/usr/sbin/" + said[1].str();
+  if (!std::filesystem::exists(runtime)) runtime = "/usr/bin/" + said[1].str();
+  const std::string id = "cohort-" + said[2].str() + "-boxed-chief-0-0";
+  auto state = [&] { return ct::RunProcess(runtime, {"state", id}); };
+  ASSERT_EQ(state().exit_code, 0) << state().err;
+
+  cluster_->agent(node_).Kill();
+  // Still running with no agent: what this test is about.
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        const ct::RunResult now = state();
+        return now.exit_code == 0 && now.out.find("\"running\"") != std::string::npos;
+      },
+      5s));
+  // StartAgent may return before the sweep: the coordinator may still list the node READY from
+  // the killed agent's registration.
+  ASSERT_EQ(StartAgent(), "");
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        return AgentLog().find("removed 1 container(s) left by an earlier run of this agent") !=
+               std::string::npos;
+      },
+      20s))
+      << AgentLog();
+  const ct::RunResult after = state();
+  EXPECT_NE(after.exit_code, 0) << "container " << id << " is still there: " << after.out;
 }
 
 TEST_F(LeftoverTest, AgentShutdownKillsEveryProcessItsReplicasLeft) {

@@ -598,9 +598,8 @@ TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
       {}));
   const std::string output = cluster_->scratch("container-out");
   auto client = cluster_->Client();
-  // Container ids are the host's (runc's state dir), made of job, replica and attempt: the job's
-  // name carries this test process's pid, as both modes of this test may run at once.
-  auto job = client.Submit("name: boxed-" + std::to_string(::getpid()) + "\noutput_dir: " + output +
+  // Both modes of this test may run at once: their agents' tags keep their containers apart.
+  auto job = client.Submit("name: boxed\noutput_dir: " + output +
                            "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
                            "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
                            layout + "\"}\nscheduling: {max_restarts: 2}\n");
