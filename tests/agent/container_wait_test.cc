@@ -36,10 +36,11 @@ using testing::ReadFile;
 using testing::WriteFile;
 
 // runc's and docker's syntax: run --bundle B ID | run --rm --name ID ..., kill --all ID SIG |
-// kill --signal SIG ID, state ID, delete --force ID | rm -f ID. Every command is recorded in
-// `calls` once done ("run ID", "kill ID SIG", "state ID", "delete ID"); the container's state is
-// the file state-ID: a run sets it running and lasts while it is (or until finish-ID exists); a
-// kill stops it; a delete removes it. block-VERB-ID holds VERB for ID (writing its pid to
+// kill --signal SIG ID, state ID, delete --force ID | rm -f ID, list --quiet | ps --all --format
+// {{.Names}}. Every command but the list is recorded in `calls` once done ("run ID", "kill ID
+// SIG", "state ID", "delete ID"); the container's state is the file state-ID: a run sets it
+// running and lasts while it is (or until finish-ID exists); a kill stops it; a delete removes it;
+// the list prints each ID that has one. block-VERB-ID holds VERB for ID (writing its pid to
 // held-VERB-ID) until release-VERB-ID exists.
 constexpr char kFakeRuntime[] = R"sh(#!/bin/sh
 dir=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,7 @@ case "$1" in
   kill) if [ "$2" = --all ]; then id=$3; sig=$4; else sig=$3; id=$4; fi ;;
   state) id=$2 ;;
   delete|rm) id=$3 ;;
+  list|ps) for f in "$dir"/state-*; do [ -e "$f" ] && echo "${f##*/state-}"; done; exit 0 ;;
   *) echo "fake runtime: unexpected $*" >&2; exit 2 ;;
 esac
 verb=$1; [ "$verb" = rm ] && verb=delete
@@ -111,6 +113,9 @@ class FakeRuntime {
     return std::atoi(ReadFile(dir_.Join("held-" + verb + "-" + id)).c_str());
   }
   void Finish(const std::string& id) { WriteFile(dir_.Join("finish-" + id), ""); }
+  // A container `id` the runtime lists as running, with no runtime process of it (one an agent
+  // killed with SIGKILL left).
+  void Leave(const std::string& id) { WriteFile(dir_.Join("state-" + id), "running\n"); }
   // "running", "stopped", or "" once deleted (or never run).
   std::string State(const std::string& id) const {
     std::string state = ReadFile(dir_.Join("state-" + id));
@@ -304,6 +309,32 @@ TEST_P(AgentContainerWaitTest, ShutdownKillsARuntimeCommandThatHangsPastTheDrain
   if (runtime_.Held("kill", id)) {
     const pid_t held = runtime_.HeldPid("kill", id);
     EXPECT_TRUE(testing::WaitUntil([&] { return !testing::ProcessAlive(held); }, seconds(30)));
+  }
+}
+
+// The start of an agent whose last run was SIGKILLed: the runtime (runc's list, docker's ps) lists
+// the containers it left, beside another agent's of the same job, one a live restart handed over
+// and one nothing of Cohort's. Only the first is removed.
+TEST_P(AgentContainerWaitTest, TheStartSweepRemovesOnlyThisAgentsLeftovers) {
+  const std::string left = ContainerId(tag_, kJob, "worker-0", 3);
+  const std::string kept = ContainerId(tag_, kJob, "worker-1", 0);
+  const std::string others = ContainerId("0badf00d", kJob, "worker-0", 3);
+  for (const std::string& id : {left, kept, others, std::string("webserver")}) runtime_.Leave(id);
+  OciOptions oci;
+  oci.runtime = GetParam();
+  oci.cache_dir = work_.path() + "/images";
+  oci.container_tag = tag_;
+  ProcessLauncher processes{CgroupManager()};
+  auto next_start = OciLauncher::Create(oci, &processes);
+  ASSERT_TRUE(next_start.ok()) << next_start.status().ToString();
+  StatusOr<int> swept = (*next_start)->SweepLeftovers({kept});
+  ASSERT_TRUE(swept.ok()) << swept.status().ToString();
+  EXPECT_EQ(*swept, 1);
+  EXPECT_EQ(runtime_.State(left), "");
+  EXPECT_EQ(runtime_.Calls(left), std::vector<std::string>{"delete"});
+  for (const std::string& id : {kept, others, std::string("webserver")}) {
+    EXPECT_EQ(runtime_.State(id), "running") << id;
+    EXPECT_TRUE(runtime_.Calls(id).empty()) << id;
   }
 }
 
