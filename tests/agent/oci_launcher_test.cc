@@ -153,6 +153,28 @@ class OciLauncherTest : public ::testing::TestWithParam<std::string> {
     return log;
   }
 
+  // Another agent's launcher on this host: its work dir dir_/`work`, whose tag its ids carry.
+  struct OtherAgent {
+    OciOptions options;
+    std::unique_ptr<ProcessLauncher> processes;
+    std::unique_ptr<OciLauncher> launcher;  // null where it could not be made (a test failure)
+  };
+  OtherAgent AnotherAgent(const std::string& work) {
+    fs::create_directories(dir_ / work);
+    OtherAgent other{options_, std::make_unique<ProcessLauncher>(CgroupManager()), nullptr};
+    other.options.container_tag = ContainerTag((dir_ / work).string());
+    auto launcher = OciLauncher::Create(other.options, other.processes.get());
+    EXPECT_TRUE(launcher.ok()) << launcher.status().ToString();
+    if (launcher.ok()) other.launcher = std::move(*launcher);
+    return other;
+  }
+  // `request` with its working dir and log in dir_/`work`.
+  LaunchRequest In(LaunchRequest request, const std::string& work) {
+    fs::create_directories(dir_ / work);
+    request.working_dir = (dir_ / work).string();
+    request.log_path = (dir_ / work / "log").string();
+    return request;
+  }
   // The id of `request`'s container under `options`.
   static std::string IdOf(const OciOptions& options, const LaunchRequest& request) {
     return ContainerId(options.container_tag, request.job, request.replica, request.attempt);
@@ -602,19 +624,14 @@ TEST_P(OciLauncherTest, TwoAgentsOfOneHostRunTheSameAttemptOfAJobSideBySide) {
   ASSERT_TRUE(testing::WaitUntil([&] { return Running(first_id); }, 20s))
       << "the container never ran: " << ReadFile(dir_ / "work" / "log");
 
-  fs::create_directories(dir_ / "work2");
-  OciOptions other = options_;
-  other.container_tag = ContainerTag((dir_ / "work2").string());
-  ProcessLauncher other_processes{CgroupManager()};
-  auto second_launcher = OciLauncher::Create(other, &other_processes);
-  ASSERT_TRUE(second_launcher.ok()) << second_launcher.status().ToString();
-  LaunchRequest second_request = first_request;  // the same job, replica and attempt
-  second_request.working_dir = (dir_ / "work2").string();
-  second_request.log_path = (dir_ / "work2" / "log").string();
-  const std::string second_id = IdOf(other, second_request);
+  OtherAgent other = AnotherAgent("work2");
+  ASSERT_TRUE(other.launcher);
+  // The same job, replica and attempt.
+  const LaunchRequest second_request = In(first_request, "work2");
+  const std::string second_id = IdOf(other.options, second_request);
   EXPECT_NE(first_id, second_id);
-  ASSERT_TRUE((*second_launcher)->Prepare(second_request).ok());
-  auto second = (*second_launcher)->Launch(second_request);
+  ASSERT_TRUE(other.launcher->Prepare(second_request).ok());
+  auto second = other.launcher->Launch(second_request);
   ASSERT_TRUE(second.ok()) << second.status().ToString();
   EXPECT_TRUE(testing::WaitUntil([&] { return Running(second_id); }, 20s))
       << "the second container never ran: " << ReadFile(dir_ / "work2" / "log");
@@ -648,27 +665,19 @@ TEST_P(OciLauncherTest, AStartRemovesTheContainersAKilledRunLeftAndNoOthers) {
     return std::move(*process);
   };
   LaunchRequest left_request = Request({"/bin/sh", "-c", "sleep 300"}, {});
-  LaunchRequest kept_request = left_request;
+  LaunchRequest kept_request = In(left_request, "work-kept");
   kept_request.replica = "worker-1";
-  kept_request.working_dir = (dir_ / "work-kept").string();
-  kept_request.log_path = (dir_ / "work-kept" / "log").string();
-  LaunchRequest other_request = left_request;  // another agent's, the same attempt
-  other_request.working_dir = (dir_ / "work2").string();
-  other_request.log_path = (dir_ / "work2" / "log").string();
-  fs::create_directories(dir_ / "work-kept");
-  fs::create_directories(dir_ / "work2");
-  OciOptions other_options = options_;
-  other_options.container_tag = ContainerTag((dir_ / "work2").string());
-  ProcessLauncher other_processes{CgroupManager()};
-  auto other_launcher = OciLauncher::Create(other_options, &other_processes);
-  ASSERT_TRUE(other_launcher.ok()) << other_launcher.status().ToString();
+  const LaunchRequest other_request = In(left_request, "work2");  // another agent's, the same
+  OtherAgent other_agent = AnotherAgent("work2");
+  ASSERT_TRUE(other_agent.launcher);
 
   std::unique_ptr<ReplicaProcess> left = launch(*launcher_, options_, left_request);
   std::unique_ptr<ReplicaProcess> kept = launch(*launcher_, options_, kept_request);
-  std::unique_ptr<ReplicaProcess> other = launch(**other_launcher, other_options, other_request);
+  std::unique_ptr<ReplicaProcess> other =
+      launch(*other_agent.launcher, other_agent.options, other_request);
   ASSERT_TRUE(left && kept && other);
   const std::string left_id = IdOf(options_, left_request), kept_id = IdOf(options_, kept_request),
-                    other_id = IdOf(other_options, other_request);
+                    other_id = IdOf(other_agent.options, other_request);
 
   // The agent's death, as far as this container goes: its runtime process is SIGKILLed.
   ASSERT_EQ(::kill(left->pid(), SIGKILL), 0);

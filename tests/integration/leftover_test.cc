@@ -200,10 +200,7 @@ TEST_F(LeftoverTest, NextStartOfASigkilledAgentRemovesTheContainersItLeft) {
       {"/bin/sh", "-c", "touch \"$AIP_MODEL_DIR/../up\"; exec sleep 1000"}, {}));
   const std::string output = cluster_->scratch("boxed-out");
   auto client = cluster_->Client();
-  auto job = client.Submit("name: boxed\noutput_dir: " + output +
-                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                           "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
-                           layout + "\"}\n");
+  auto job = client.Submit(ct::OneContainerJob("boxed", output, layout));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(output + "/up"); }, 60s))
       << cluster_->Logs();

@@ -599,10 +599,8 @@ TEST_P(LiveRestartTest, AContainerReplicaRunsOnToo) {
   const std::string output = cluster_->scratch("container-out");
   auto client = cluster_->Client();
   // Both modes of this test may run at once: their agents' tags keep their containers apart.
-  auto job = client.Submit("name: boxed\noutput_dir: " + output +
-                           "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                           "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
-                           layout + "\"}\nscheduling: {max_restarts: 2}\n");
+  auto job = client.Submit(
+      ct::OneContainerJob("boxed", output, layout, "scheduling: {max_restarts: 2}\n"));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   ASSERT_TRUE(ct::WaitUntil([&] { return std::filesystem::exists(output + "/up"); }, 60s))
       << cluster_->Logs();

@@ -57,4 +57,14 @@ inline void MakeBusyboxImage(const std::string& work_dir, const std::string& lay
   ASSERT_NO_FATAL_FAILURE(umoci(config));
 }
 
+// The spec of job `name`: one chief running the image `layout` (no GPU, one CPU), its output dir
+// `output_dir`, then `more` (top-level YAML: "scheduling: {max_restarts: 2}\n").
+inline std::string OneContainerJob(const std::string& name, const std::string& output_dir,
+                                   const std::string& layout, const std::string& more = "") {
+  return "name: " + name + "\noutput_dir: " + output_dir +
+         "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+         "    resources: {gpus: 0, cpus: 1}\n    container: {image: \"" +
+         layout + "\"}\n" + more;
+}
+
 }  // namespace cohort::testing
