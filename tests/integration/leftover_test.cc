@@ -236,6 +236,10 @@ TEST_F(LeftoverTest, NextStartOfASigkilledAgentRemovesTheContainersItLeft) {
       << AgentLog();
   const ct::RunResult after = state();
   EXPECT_NE(after.exit_code, 0) << "container " << id << " is still there: " << after.out;
+  // The job goes on (attempt 1, the node back): its end is the agent's to clean up, not the
+  // teardown's, which could stop the agent while the runtime creates the next container.
+  (void)client.Cancel("boxed");
+  ct::WaitForReplicasEnded(client, "boxed", 30s);
 }
 
 TEST_F(LeftoverTest, AgentShutdownKillsEveryProcessItsReplicasLeft) {
