@@ -82,7 +82,7 @@ StatusOr<AgentFlags> ParseAgentFlags(int argc, const char* const* argv) {
       ("cpu-binding", po::value(&cpu_binding), "gpu|none: run a replica pinned to GPUs on the CPUs of their NUMA node, as NVML names them, where they are at least its cpus (gpu); or wherever this agent may (default gpu)")
       ("cpu-limit", po::value(&cpu_limit), "share|quota: a replica's cpus is its share of this node's CPU time when they are contended, and it may use CPUs that are idle (share); or also the most it may take, cpus' worth, even of idle CPUs (quota) (default share)")
       ("label", po::value(&labels)->composing(), "KEY=VALUE: a label of this node, which a job's node_selector may ask for (e.g. gpu=h100); repeatable")
-      ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs (default /var/lib/cohort-agent)")
+      ("work-dir", po::value(&flags.config.work_dir), "replica working dirs and logs; one agent's at a time (default /var/lib/cohort-agent)")
       ("builtin-dir", po::value(&flags.config.builtin_dir), "where cohort-reducer, cohort-ps and cohort-replica-init are looked for first, before beside cohort-agent and on PATH (default: the install's bin dir)")
       ("advertise-address", po::value(&flags.config.advertise_address), "address other nodes reach this node at")
       ("grace-period", po::value(&grace), "SIGTERM-to-SIGKILL time on preemption (default 30s)")
