@@ -10,11 +10,9 @@
 
 namespace cohort::agent {
 
-std::string WorkDirLockPath(const std::string& work_dir) { return work_dir + "/.agent.lock"; }
-
 StatusOr<WorkDirLock> WorkDirLock::Take(const std::string& work_dir) {
   COHORT_RETURN_IF_ERROR(MakeDirs(work_dir));
-  const std::string path = WorkDirLockPath(work_dir);
+  const std::string path = work_dir + "/.agent.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd.ok()) return ErrnoStatus("open the work dir's lock " + path, errno);
   int rc;
@@ -37,7 +35,7 @@ StatusOr<WorkDirLock> WorkDirLock::Take(const std::string& work_dir) {
       ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     return ErrnoStatus("write this agent's pid into " + path, errno);
   }
-  return WorkDirLock(std::move(fd), path);
+  return WorkDirLock(std::move(fd));
 }
 
 }  // namespace cohort::agent

@@ -29,15 +29,9 @@ class WorkDirLock {
   // errno's status naming the file when it cannot be opened or locked.
   static StatusOr<WorkDirLock> Take(const std::string& work_dir);
 
-  const std::string& path() const { return path_; }
-
  private:
-  WorkDirLock(UniqueFd fd, std::string path) : fd_(std::move(fd)), path_(std::move(path)) {}
-  UniqueFd fd_;
-  std::string path_;
+  explicit WorkDirLock(UniqueFd fd) : fd_(std::move(fd)) {}
+  UniqueFd fd_;  // holds the lock
 };
-
-// The lock file of `work_dir`.
-std::string WorkDirLockPath(const std::string& work_dir);
 
 }  // namespace cohort::agent
