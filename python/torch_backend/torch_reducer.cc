@@ -111,7 +111,9 @@ Status TorchReducer::Run() {
       return ended;
     }
     last = session;
-    ended = Serve(session);
+    std::optional<Status> served = Serve(session);
+    if (!served) continue;
+    ended = std::move(*served);
     if (!ended.ok()) {
       ended = ended.WithContext("session " + session);
       LogWarn("cohort reducer: " + ended.ToString());
@@ -120,7 +122,7 @@ Status TorchReducer::Run() {
   return Status::Ok();
 }
 
-Status TorchReducer::Serve(const std::string& session) {
+std::optional<Status> TorchReducer::Serve(const std::string& session) {
   const std::string prefix = SessionPrefix(session);
   const Deadline deadline = collective::DeadlineAfter(timeout_);
   COHORT_ASSIGN_OR_RETURN(int num_workers,
@@ -135,7 +137,7 @@ Status TorchReducer::Serve(const std::string& session) {
   if (index >= num_reducers) {
     LogInfo("cohort reducer: session " + session + " needs " + std::to_string(num_reducers) +
             " reducers; index " + std::to_string(index) + " sits it out");
-    return Status::Ok();
+    return std::nullopt;
   }
   LogInfo("cohort reducer: session " + session + ": reducer " + std::to_string(index) + " of " +
           std::to_string(num_reducers) + " for " + std::to_string(num_workers) + " workers");

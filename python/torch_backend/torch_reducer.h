@@ -8,10 +8,11 @@
 //
 // How it ends is one rule, as cohort-reducer's (collective/reducer.h): with the outcome of the last
 // session it served (OK when every worker said it was done; else the error that ended it, a worker
-// gone say), however the end was noticed afterwards: no new session within `rejoin`, or the store
-// gone (rank 0 hosted it and exited; 3 failed polls, 1 s apart, here or by the caller's own watch,
-// StoreGone). A Stop (a signal) ends it OK. Before any session it ends with the error that kept
-// sessions away (no session within `timeout`, the store gone).
+// gone say; a session it sat out, its index past the session's reducers, is not one it served: OK
+// where it served none), however the end was noticed afterwards: no new session within `rejoin`, or
+// the store gone (rank 0 hosted it and exited; 3 failed polls, 1 s apart, here or by the caller's
+// own watch, StoreGone). A Stop (a signal) ends it OK. Before any session it ends with the error
+// that kept sessions away (no session within `timeout`, the store gone).
 //
 // Thread safety: Start, Stop and Join from one thread; the reducer runs on its own thread.
 // Errors: status() after Join says how the reducer ended.
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -54,8 +56,10 @@ class TorchReducer {
 
  private:
   Status Run();
-  // Serves one session: reads its shape, takes an index, runs its rounds.
-  Status Serve(const std::string& session);
+  // Serves one session: reads its shape, takes an index, runs its rounds; its outcome. nullopt
+  // where this reducer sits the session out (its index past the session's reducers): how that
+  // session ends is not its to say, so the last one it served still decides its exit.
+  std::optional<Status> Serve(const std::string& session);
 
   TorchStoreBootstrap bootstrap_;
   const int index_;

@@ -112,6 +112,10 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 it, and a broadcast queued between them
   overlap-off   the same with COHORT_TORCH_OVERLAP=0: no all-reduce starts before the one before
                 it has finished
+  reducer-sits-out  two reducers (--index 0 and 1) follow the sessions of this process's TCPStore:
+                a one-worker group with two reducers whose worker dies after an all-reduce, then
+                one with one reducer that finishes. Reducer 1 sits the second out and exits 1, as
+                the last session it served ended; reducer 0 exits 0
 
 Exit status 77 (ctest's SKIP_RETURN_CODE) with the reason when torch or the backend is absent.
 """
@@ -2825,6 +2829,7 @@ SCENARIOS = {
                 lambda: scenario_overlap(expect_overlap=True)),
     "overlap-off": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server", "COHORT_TORCH_OVERLAP": "0"}, (),
                     lambda: scenario_overlap(expect_overlap=False)),
+    "reducer-sits-out": (0, 1, {}, (), None),  # reducer_sits_out(): no workers
 }
 
 # Scenarios of torch 2.x's APIs (or of libraries beside torch), skipped where they are missing:
@@ -2846,6 +2851,75 @@ TORCH_2_SCENARIOS = {
                                                    ("torch.distributed.tensor.parallel", "parallelize_module")],
                         "torch 2.6 on (trixie, sid)"),
 }
+
+
+# One worker of reducer-sits-out's sessions (argv: store port, "die" or "finish"): a group of one
+# on the test's store (COHORT_NUM_REDUCERS from its environment), one all-reduce on the Reduction
+# Server, then it dies (os._exit, its connections reset) or leaves as a script does.
+SITS_OUT_WORKER = """
+import datetime, os, sys
+import torch, torch.distributed as dist
+import cohort.torch
+port, mode = int(sys.argv[1]), sys.argv[2]
+store = dist.TCPStore("127.0.0.1", port, 1, False, timeout=datetime.timedelta(seconds=60))
+# A prefix per group (torch's init barrier counts on its own key); the backend publishes its
+# sessions in the store under it, where the reducers follow them.
+store = dist.PrefixStore(mode, store)
+dist.init_process_group("cohort", store=store, rank=0, world_size=1, timeout=datetime.timedelta(seconds=30))
+t = torch.ones(1 << 16)
+dist.all_reduce(t)
+print(f"worker: all-reduced {t[0].item()}", flush=True)
+if mode == "die":
+    os._exit(3)
+dist.destroy_process_group()
+"""
+
+
+def reducer_sits_out(args):
+    """The reducer-sits-out scenario (see the module's doc): returns its exit status."""
+    import torch.distributed as dist
+    port = free_port()
+    store = dist.TCPStore("127.0.0.1", port, 1, True, timeout=datetime.timedelta(seconds=60),
+                          wait_for_workers=False,
+                          **({"use_libuv": False} if os.environ.get("USE_LIBUV") == "0" else {}))
+    env = dict(os.environ, PYTHONPATH=args.python_dir + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               COHORT_ALLREDUCE_ALGORITHM="reduction-server", COHORT_LOG_LEVEL="warn")
+    reducers = [subprocess.Popen(
+        [sys.executable, "-m", "cohort.torch.reducer", "--store", f"127.0.0.1:{port}", "--index", str(i),
+         "--timeout", "30", "--rejoin", "5"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for i in range(2)]
+
+    def worker(mode, num_reducers):
+        run = subprocess.run([sys.executable, "-c", SITS_OUT_WORKER, str(port), mode],
+                             env=dict(env, COHORT_NUM_REDUCERS=str(num_reducers)), capture_output=True, text=True,
+                             timeout=120)
+        print(f"worker ({mode}, {num_reducers} reducers) exited {run.returncode}:\n{run.stdout}{run.stderr}", flush=True)
+        return run.returncode
+
+    first = worker("die", 2)  # the first session fails on both reducers: its worker is gone
+    second = worker("finish", 1)  # reducer 0 serves the second; reducer 1 sits it out
+    codes, outs = [], []
+    for i, reducer in enumerate(reducers):
+        try:
+            out, _ = reducer.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            reducer.kill()
+            out, _ = reducer.communicate()
+        print(f"--- reducer {i} exited {reducer.returncode}\n{out}", flush=True)
+        codes.append(reducer.returncode)
+        outs.append(out)
+    if (first, second) != (3, 0):
+        print(f"FAILED: the workers exited {first} and {second}, not 3 (it died) and 0")
+        return 1
+    if "index 1 sits it out" not in outs[1]:
+        print("FAILED: reducer 1 did not sit the second session out")
+        return 1
+    # Reducer 0's last session served is the second (OK); reducer 1's the first (its worker gone).
+    if codes != [0, 1]:
+        print(f"FAILED: the reducers exited {codes}, not [0, 1]: a session sat out is not one served")
+        return 1
+    print("PASSED: reducer-sits-out: reducer 1 sat the second session out and exited as the first ended (1)")
+    return 0
 
 
 def main():
@@ -2891,6 +2965,8 @@ def main():
                else f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU")
         print(f"SKIP: {why}: CUDA tensors (staged through pinned host memory) are not tested")
         return SKIP
+    if args.scenario == "reducer-sits-out":
+        return reducer_sits_out(args)
     workers, reducers, env, absent, _ = SCENARIOS[args.scenario]
     if args.workers is not None or args.reducers is not None:
         if absent or args.scenario.startswith(("dead-peer", "abort")) or args.scenario in (
