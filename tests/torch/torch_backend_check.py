@@ -2861,7 +2861,8 @@ import datetime, os, sys
 import torch, torch.distributed as dist
 import cohort.torch
 port, mode = int(sys.argv[1]), sys.argv[2]
-store = dist.TCPStore("127.0.0.1", port, 1, False, timeout=datetime.timedelta(seconds=60))
+libuv = {"use_libuv": False} if os.environ.get("USE_LIBUV") == "0" else {}
+store = dist.TCPStore("127.0.0.1", port, 1, False, timeout=datetime.timedelta(seconds=60), **libuv)
 # A prefix per group (torch's init barrier counts on its own key); the backend publishes its
 # sessions in the store under it, where the reducers follow them.
 store = dist.PrefixStore(mode, store)
