@@ -223,13 +223,23 @@ def launch_once(args, workers, reducers, extra_env, absent, cohort_job):
                     if other.poll() is None:
                         other.kill()
         sys.stdout.write("".join(f"[{name}] {line}\n" for line in out.splitlines()))
-    for i, h in enumerate(helpers):
+    reducer_codes, reducer_outs = collect_reducers(helpers, 30)
+    codes.update(reducer_codes)
+    outs.update(reducer_outs)
+    return codes, outs
+
+
+def collect_reducers(reducers, timeout_s):
+    """Waits for each reducer process (one still running `timeout_s` later is killed), prints its
+    output, and returns their exit codes and outputs by name ("reducer I")."""
+    codes, outs = {}, {}
+    for i, h in enumerate(reducers):
         try:
-            out, _ = h.communicate(timeout=30)
+            out, _ = h.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             h.kill()
             out, _ = h.communicate()
-            out += "\n(killed by the launcher 30 s after the workers ended)"
+            out += f"\n(killed by the launcher {timeout_s} s after the workers ended)"
         codes[f"reducer {i}"] = h.returncode
         outs[f"reducer {i}"] = out
         sys.stdout.write("".join(f"[reducer {i}] {line}\n" for line in out.splitlines()))
@@ -2899,25 +2909,16 @@ def reducer_sits_out(args):
 
     first = worker("die", 2)  # the first session fails on both reducers: its worker is gone
     second = worker("finish", 1)  # reducer 0 serves the second; reducer 1 sits it out
-    codes, outs = [], []
-    for i, reducer in enumerate(reducers):
-        try:
-            out, _ = reducer.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            reducer.kill()
-            out, _ = reducer.communicate()
-        print(f"--- reducer {i} exited {reducer.returncode}\n{out}", flush=True)
-        codes.append(reducer.returncode)
-        outs.append(out)
+    codes, outs = collect_reducers(reducers, 90)
     if (first, second) != (3, 0):
         print(f"FAILED: the workers exited {first} and {second}, not 3 (it died) and 0")
         return 1
-    if "index 1 sits it out" not in outs[1]:
+    if "index 1 sits it out" not in outs["reducer 1"]:
         print("FAILED: reducer 1 did not sit the second session out")
         return 1
     # Reducer 0's last session served is the second (OK); reducer 1's the first (its worker gone).
-    if codes != [0, 1]:
-        print(f"FAILED: the reducers exited {codes}, not [0, 1]: a session sat out is not one served")
+    if codes != {"reducer 0": 0, "reducer 1": 1}:
+        print(f"FAILED: the reducers exited {codes}, not 0 and 1: a session sat out is not one served")
         return 1
     print("PASSED: reducer-sits-out: reducer 1 sat the second session out and exited as the first ended (1)")
     return 0
