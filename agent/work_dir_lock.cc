@@ -11,7 +11,7 @@
 namespace cohort::agent {
 
 StatusOr<WorkDirLock> WorkDirLock::Take(const std::string& work_dir) {
-  COHORT_RETURN_IF_ERROR(MakeDirs(work_dir));
+  COHORT_RETURN_IF_ERROR(MakeDirs(work_dir).WithContext("--work-dir"));
   const std::string path = work_dir + "/.agent.lock";
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
   if (!fd.ok()) return ErrnoStatus("open the work dir's lock " + path, errno);
