@@ -374,10 +374,13 @@ std::string ContainerTag(const std::string& work_dir) {
   return tag;
 }
 
+std::string ContainerIdPrefix(const std::string& tag) {
+  return "cohort-" + (tag.empty() ? "" : tag + "-");
+}
+
 std::string ContainerId(const std::string& tag, const std::string& job, const std::string& replica,
                         int attempt) {
-  std::string id = "cohort-" + (tag.empty() ? "" : tag + "-") + job + "-" + replica + "-" +
-                   std::to_string(attempt);
+  std::string id = ContainerIdPrefix(tag) + job + "-" + replica + "-" + std::to_string(attempt);
   for (char& c : id) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
   }
@@ -559,7 +562,7 @@ StatusOr<int> OciLauncher::SweepLeftovers(const std::set<std::string>& keep) {
                        (listed.timed_out ? "timed out" : "failed") + ": " +
                        listed.output.substr(0, 400));
   }
-  const std::string mine = "cohort-" + options_.container_tag + "-";
+  const std::string mine = ContainerIdPrefix(options_.container_tag);
   int removed = 0;
   std::istringstream ids(listed.output);
   for (std::string id; std::getline(ids, id);) {

@@ -264,6 +264,9 @@ int HostCgroupVersion();
 // FNV-1a of the agent's work dir made absolute, which one running agent holds at a time
 // (agent/work_dir_lock.h): the same across the agent's restarts.
 std::string ContainerTag(const std::string& work_dir);
+// What every container id of the agent whose tag is `tag` begins with: "cohort-<tag>-" ("cohort-"
+// with no tag).
+std::string ContainerIdPrefix(const std::string& tag);
 // A container id for an attempt: "cohort-<tag>-<job>-<replica>-<attempt>" ("cohort-<job>-..."
 // with no tag: the ids of images older than tags), safe for every runtime.
 std::string ContainerId(const std::string& tag, const std::string& job, const std::string& replica,
