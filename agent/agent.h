@@ -149,8 +149,8 @@ struct AgentConfig {
   // Whether replicas get cgroups here, and why not (for /metrics' HELP texts).
   bool cgroups = false;
   std::string cgroups_reason;
-  // This agent's level of replica cgroups (agent/cgroup.h: <own cgroup>/cohort/<node id>), which
-  // main removes once the agent has stopped; empty without cgroups.
+  // This agent's level of replica cgroups (agent/cgroup.h: <own cgroup>/cohort/<node id>@<tag>),
+  // which main removes once the agent has stopped; empty without cgroups.
   std::string cgroup_dir;
   // The storage check (agent/storage_check.h): the root to read instead of the coordinator's
   // output root (empty: the coordinator's), how often, and when a read counts as hung.

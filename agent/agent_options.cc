@@ -18,6 +18,7 @@
 #include "agent/oci_launcher.h"
 #include "agent/process_launcher.h"
 #include "agent/replica_env.h"
+#include "agent/work_dir_lock.h"
 #include "common/config.h"
 #include "common/curve_keys.h"
 #include "common/http_server.h"
@@ -264,6 +265,7 @@ Status LoadSecurity(AgentFlags& flags) {
 
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
                                             Clock* clock, const Handoff* handoff) {
+  const std::string tag = AgentTag(flags.config.work_dir);
   std::set<std::string> kept_dirs, kept_cgroups;  // what the sweeps spare
   if (handoff != nullptr) {
     for (const HandedOverAttempt& h : handoff->attempts) {
@@ -273,7 +275,7 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
   }
   CgroupManager cgroups;
   if (flags.cgroups == "auto") {
-    cgroups = CgroupManager::Detect(flags.config.node_id, flags.cgroup_root);
+    cgroups = CgroupManager::Detect(flags.config.node_id, tag, flags.cgroup_root);
   }
   // A PID namespace per replica where this agent may create one (root, CAP_SYS_ADMIN): then
   // nothing a replica starts outlives it, cgroups or not.
@@ -308,11 +310,14 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
           "to close this.",
           no_cgroups);
     }
-    if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir, kept_dirs); left > 0) {
-      spdlog::warn("killed {} process(es) of replicas left by an earlier run", left);
-    }
   } else if (int stale = cgroups.SweepStale(kept_cgroups); stale > 0) {
     spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
+  }
+  // Also with cgroups: what an earlier run left outside this agent's level of them (one of an
+  // image older than agent tags, whose level was <node id> alone, handed over a replica and was
+  // then killed) still carries this work dir's COHORT_ATTEMPT_DIR.
+  if (int left = ProcessLauncher::SweepLeftovers(flags.config.work_dir, kept_dirs); left > 0) {
+    spdlog::warn("killed {} process(es) of replicas left by an earlier run", left);
   }
   if (::geteuid() != 0) {
     struct passwd* self = ::getpwuid(::geteuid());
@@ -335,7 +340,7 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
     oci.runtime = flags.container_runtime;
     oci.cache_dir = flags.config.work_dir + "/images";
     oci.rdma = flags.container_rdma;
-    oci.container_tag = ContainerTag(flags.config.work_dir);
+    oci.container_tag = tag;
     auto containers = OciLauncher::Create(oci, process_launcher);
     if (containers.ok()) {
       spdlog::info("containers run with {}, their ids cohort-{}-<job>-<replica>-<attempt>",

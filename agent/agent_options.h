@@ -62,11 +62,11 @@ StatusOr<NodeInventory> BuildInventory(const AgentFlags& flags);
 // Fills config.security from --insecure / the key files.
 Status LoadSecurity(AgentFlags& flags);
 
-// The daemon's agent: cgroups detected for this node id (stale replica cgroups of an earlier run
-// killed; without cgroups, the processes an earlier run with this work dir left, found by their
-// COHORT_ATTEMPT_DIR, killed), the process launcher, and the OCI launcher when a container
-// runtime is found. With `handoff` (a live restart, agent/handoff.h), the attempts it holds are
-// spared by those sweeps and adopted.
+// The daemon's agent: cgroups detected for this node id and work dir (stale replica cgroups of an
+// earlier run killed; then, cgroups or not, the processes an earlier run with this work dir left,
+// found by their COHORT_ATTEMPT_DIR, killed), the process launcher, and the OCI launcher when a
+// container runtime is found. With `handoff` (a live restart, agent/handoff.h), the attempts it
+// holds are spared by those sweeps and adopted.
 StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const AgentFlags& flags,
                                             Clock* clock, const Handoff* handoff = nullptr);
 

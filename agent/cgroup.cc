@@ -88,7 +88,8 @@ StatusOr<std::string> CgroupManager::OwnDirectory() {
   return path == "/" ? mount : mount + path;
 }
 
-CgroupManager CgroupManager::Detect(const std::string& node_id, const std::string& root_override) {
+CgroupManager CgroupManager::Detect(const std::string& node_id, const std::string& agent_tag,
+                                    const std::string& root_override) {
   CgroupManager manager;
   std::string own;
   if (!root_override.empty()) {
@@ -110,11 +111,12 @@ CgroupManager CgroupManager::Detect(const std::string& node_id, const std::strin
     }
     own = *found;
   }
-  std::string node = node_id.empty() ? "agent" : node_id;
-  std::replace(node.begin(), node.end(), '/', '_');
-  if (node == "." || node == "..") node = "agent";
+  std::string level = node_id.empty() ? "agent" : node_id;
+  if (level == "." || level == "..") level = "agent";
+  if (!agent_tag.empty()) level += "@" + agent_tag;
+  std::replace(level.begin(), level.end(), '/', '_');
   std::string cohort = own + "/cohort";
-  std::string base = cohort + "/" + node;
+  std::string base = cohort + "/" + level;
   for (const std::string& dir : {cohort, base}) {
     if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
       manager.reason_ = "cannot create " + dir + ": " + std::strerror(errno);

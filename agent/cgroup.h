@@ -6,11 +6,18 @@
 // CgroupManager::Detect() looks for a cgroup2 mount in /proc/self/mountinfo (the unified
 // hierarchy, also in hybrid mode under /sys/fs/cgroup/unified), finds the agent's own cgroup
 // (/proc/self/cgroup, line "0::/path") and checks that a child cgroup can be made there. Replica
-// cgroups go to <own cgroup>/cohort/<node id>/<job>.<replica>.<attempt>: the node level keeps
-// several agents started from one cgroup (tests, a one-host demo) out of each other's way, so
-// SweepStale() of one never touches another's replicas. CPU weights (and quotas), memory and pids
-// limits are written where the cpu, memory and pids controllers are enabled for that subtree
-// (enabling them is tried once); without them the cgroup still groups and kills processes.
+// cgroups go to <own cgroup>/cohort/<node id>@<agent tag>/<job>.<replica>.<attempt>: the agent's
+// level keeps several agents started from one cgroup (tests, a one-host demo, two clusters'
+// agents of one node id under one --cgroup-root) out of each other's way, so SweepStale() of one
+// never touches another's replicas. The tag (agent/work_dir_lock.h's AgentTag: its work dir's,
+// which one running agent holds) is what makes the level the agent's own; the node id is there
+// for the people who read the hierarchy. Images older than tags named the level <node id> alone:
+// replicas one of them hands over in a live restart keep their cgroups there (the handoff names
+// each one's path), and what such a replica left after a later SIGKILL is found at the next start
+// by the COHORT_ATTEMPT_DIR it carries (agent/agent_options.h's BuildAgent).
+// CPU weights (and quotas), memory and pids limits are written where the cpu, memory and pids
+// controllers are enabled for that subtree (enabling them is tried once); without them the cgroup
+// still groups and kills processes.
 //
 // Thread safety: none needed; the object is immutable after Detect().
 #pragma once
@@ -42,17 +49,18 @@ class CgroupManager {
   CgroupManager() = default;
 
   // Finds a writable cgroup v2 hierarchy. Never fails: when there is none, available() is false
-  // and reason() says why. `node_id` names this agent's level ('/' replaced); `root_override`
-  // (--cgroup-root) is used instead of the agent's own cgroup; it must be a directory of a
-  // cgroup2 filesystem (else nothing is created in it).
-  static CgroupManager Detect(const std::string& node_id, const std::string& root_override = "");
+  // and reason() says why. `node_id` and `agent_tag` name this agent's level ('/' replaced; no
+  // "@<tag>" with an empty tag); `root_override` (--cgroup-root) is used instead of the agent's
+  // own cgroup; it must be a directory of a cgroup2 filesystem (else nothing is created in it).
+  static CgroupManager Detect(const std::string& node_id, const std::string& agent_tag,
+                              const std::string& root_override = "");
   // The cgroup v2 directory this process is in (the cgroup2 mount joined with /proc/self/cgroup's
   // path), where Detect() puts "cohort" without a root override; else why there is none.
   static StatusOr<std::string> OwnDirectory();
 
   bool available() const { return !base_.empty(); }
   const std::string& reason() const { return reason_; }
-  // <own cgroup>/cohort/<node id>
+  // <own cgroup>/cohort/<node id>@<agent tag>
   const std::string& base() const { return base_; }
 
   // Kills and removes every replica cgroup left under base() by an earlier run of this agent

@@ -23,7 +23,6 @@
 #include "agent/inventory.h"
 #include "agent/replica_env.h"
 #include "common/file_util.h"
-#include "common/fnv.h"
 #include "common/gpu_visibility.h"
 #include "common/logging.h"
 
@@ -360,18 +359,6 @@ bool HostHasHybridCgroups() {
 int HostCgroupVersion() {
   struct statfs fs;
   return ::statfs("/sys/fs/cgroup", &fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC ? 2 : 1;
-}
-
-std::string ContainerTag(const std::string& work_dir) {
-  std::error_code ec;
-  fs::path absolute = fs::absolute(work_dir, ec);
-  if (ec) absolute = work_dir;
-  std::string path = absolute.lexically_normal().string();
-  while (path.size() > 1 && path.back() == '/') path.pop_back();
-  const uint64_t h = Fnv1a().Add(path).value();
-  char tag[9];
-  std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
-  return tag;
 }
 
 std::string ContainerIdPrefix(const std::string& tag) {

@@ -119,7 +119,9 @@ struct OciOptions {
   // mount, else 1: v1 or hybrid, where crun has the cgroup2 mount hidden); 1 or 2 (tests). On 2
   // a bundle, or podman's argv, sets cpu.weight itself (see "CPUs").
   int cgroup_version = 0;
-  // The agent's part of its container ids (ContainerTag of its work dir); "" for none.
+  // The agent's part of its container ids (AgentTag of its work dir, agent/work_dir_lock.h): two
+  // agents of one host may run the same attempt of the same job name (two clusters, test
+  // clusters in parallel), and container ids are the host runtime's. "" for none.
   std::string container_tag;
 };
 
@@ -257,13 +259,6 @@ class OciLauncher : public Launcher {
 bool HostHasHybridCgroups();
 // 2 where /sys/fs/cgroup is a cgroup2 mount (the unified hierarchy alone), else 1.
 int HostCgroupVersion();
-// The part of an agent's container ids that tells them from those of the other agents of its
-// host: container ids are the host runtime's, and two agents of one host may run the same replica
-// attempt of the same job name (two clusters; test clusters in parallel), where one would take
-// the other's container for a leftover of its own and force-delete it. 8 hex digits of the
-// FNV-1a of the agent's work dir made absolute, which one running agent holds at a time
-// (agent/work_dir_lock.h): the same across the agent's restarts.
-std::string ContainerTag(const std::string& work_dir);
 // What every container id of the agent whose tag is `tag` begins with: "cohort-<tag>-" ("cohort-"
 // with no tag).
 std::string ContainerIdPrefix(const std::string& tag);

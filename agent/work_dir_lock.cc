@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
 
 #include "agent/replica_env.h"
+#include "common/fnv.h"
 
 namespace cohort::agent {
 
@@ -36,6 +40,18 @@ StatusOr<WorkDirLock> WorkDirLock::Take(const std::string& work_dir) {
     return ErrnoStatus("write this agent's pid into " + path, errno);
   }
   return WorkDirLock(std::move(fd));
+}
+
+std::string AgentTag(const std::string& work_dir) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(work_dir, ec);
+  if (ec) absolute = work_dir;
+  std::string path = absolute.lexically_normal().string();
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const uint64_t h = Fnv1a().Add(path).value();
+  char tag[9];
+  std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(h ^ (h >> 32)));
+  return tag;
 }
 
 }  // namespace cohort::agent

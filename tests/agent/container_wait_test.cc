@@ -20,6 +20,7 @@
 #include "agent/oci_launcher.h"
 #include "agent/replica_manager.h"
 #include "agent/runtime_commands.h"
+#include "agent/work_dir_lock.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
 
@@ -163,7 +164,7 @@ class AgentContainerWaitTest : public AgentLoopTest,
     oci.runtime = GetParam();
     oci.cache_dir = work_.path() + "/images";
     oci.shutdown_drain = milliseconds(300);
-    oci.container_tag = tag_ = ContainerTag(work_.path());
+    oci.container_tag = tag_ = AgentTag(work_.path());
     auto containers = OciLauncher::Create(oci, &container_processes_);
     ASSERT_TRUE(containers.ok()) << containers.status().ToString();
     ASSERT_EQ((*containers)->runtime(), GetParam());
@@ -359,7 +360,7 @@ TEST(ContainerPrepareTest, AnAttemptStoppedWhilePreparingLeavesNothingPrepared) 
   oci.runtime = "runc";
   oci.cache_dir = work.path() + "/images";
   oci.shutdown_drain = milliseconds(300);
-  oci.container_tag = ContainerTag(work.path());
+  oci.container_tag = AgentTag(work.path());
   auto created = OciLauncher::Create(oci, &processes);
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   OciLauncher* containers = created->get();

@@ -21,6 +21,7 @@
 #include "agent/oci_launcher.h"
 #include "agent/process_launcher.h"
 #include "agent/replica_manager.h"
+#include "agent/work_dir_lock.h"
 #include "tests/agent/agent_loop_fixture.h"
 #include "tests/agent/test_util.h"
 
@@ -102,7 +103,7 @@ class FakeUmoci {
     OciOptions oci;
     oci.cache_dir = cache();
     oci.device_dir = dir_.Join("dev");
-    oci.container_tag = ContainerTag(dir_.path());
+    oci.container_tag = AgentTag(dir_.path());
     return OciLauncher::Create(oci, processes);
   }
   // A launch of the image that prints the marker in its root (kMarker).

@@ -313,8 +313,8 @@ TEST_F(CgroupTest, AReplicasProcessesAreBoundedAsAContainersAre) {
 }
 
 TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
-  std::string node = "sweep-" + std::to_string(::getpid());
-  CgroupManager earlier = CgroupManager::Detect(node);
+  const std::string node = "sweep", tag = std::to_string(::getpid());
+  CgroupManager earlier = CgroupManager::Detect(node, tag);
   if (!earlier.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << earlier.reason();
   ProcessLauncher launcher(earlier);
   LaunchRequest r = Request("setsid sleep 1000 & echo $! > left.pid; wait");
@@ -325,8 +325,10 @@ TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
                         std::chrono::seconds(10)));
   pid_t left = std::atoi(ReadFile(dir_.path() + "/left.pid").c_str());
   ASSERT_TRUE(ProcessAlive(left));
-  // A new agent for the same node starts and finds the cgroup of the old one's replica.
-  CgroupManager later = CgroupManager::Detect(node);
+  // A new agent for the same node and work dir starts and finds the cgroup of the old one's
+  // replica.
+  CgroupManager later = CgroupManager::Detect(node, tag);
+  EXPECT_EQ(later.base(), earlier.base());
   EXPECT_EQ(later.SweepStale(), 1);
   EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(left); }, std::chrono::seconds(10)));
   EXPECT_FALSE(std::filesystem::exists(later.base() + "/stale.chief-0.0"));
@@ -334,6 +336,33 @@ TEST_F(CgroupTest, SweepKillsWhatAnEarlierRunLeftBehind) {
   ::waitpid((*p)->pid(), &status, 0);
   (*p)->OnExited(status);
   ::rmdir(later.base().c_str());
+}
+
+// Two agents of one node id started from one cgroup (two clusters' agents on a host, each with a
+// work dir of its own): the start of one sweeps nothing of the other's running replica.
+TEST_F(CgroupTest, SweepSparesTheReplicasOfAnotherAgentOfTheSameNodeId) {
+  const std::string node = "twin-" + std::to_string(::getpid());
+  CgroupManager running = CgroupManager::Detect(node, "0000aaaa");
+  if (!running.available()) GTEST_SKIP() << "no writable cgroup v2 here: " << running.reason();
+  ProcessLauncher launcher(running);
+  auto p = launcher.Launch(Request("sleep 1000"));
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::string cgroup = running.base() + "/job1.chief-0.0";
+  ASSERT_TRUE(
+      WaitUntil([&] { return !CgroupManager::Procs(cgroup).empty(); }, std::chrono::seconds(10)))
+      << cgroup;
+
+  CgroupManager starting = CgroupManager::Detect(node, "0000bbbb");
+  ASSERT_TRUE(starting.available()) << starting.reason();
+  EXPECT_NE(starting.base(), running.base());
+  EXPECT_EQ(starting.SweepStale(), 0);
+  EXPECT_TRUE(ProcessAlive((*p)->pid()));
+  EXPECT_FALSE(CgroupManager::Procs(cgroup).empty());
+
+  (*p)->KillAll();
+  Reap(**p);
+  (*p)->Release();
+  for (const CgroupManager* level : {&running, &starting}) ::rmdir(level->base().c_str());
 }
 
 TEST(ReplicaEnvTest, SweepRemovesOnlyOldEndedAttempts) {

@@ -182,12 +182,12 @@ inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest 
   p.Release();
 }
 
-// A CgroupManager over a node level of this test process's own ("<node>-<pid>"): ctest runs test
-// processes side by side that launch replicas of the same names, which must never share a
-// cgroup (the release of one kills every process of its cgroup, the other's replica too).
-// RemoveOwnCgroups() removes the level once its replicas are gone.
+// A CgroupManager over an agent level of this test process's own ("<node>@<pid>", the pid for
+// the agent's tag): ctest runs test processes side by side that launch replicas of the same
+// names, which must never share a cgroup (the release of one kills every process of its cgroup,
+// the other's replica too). RemoveOwnCgroups() removes the level once its replicas are gone.
 inline agent::CgroupManager OwnCgroups(const std::string& node) {
-  return agent::CgroupManager::Detect(node + "-" + std::to_string(::getpid()));
+  return agent::CgroupManager::Detect(node, std::to_string(::getpid()));
 }
 inline void RemoveOwnCgroups(const agent::CgroupManager& cgroups) {
   if (cgroups.available()) ::rmdir(cgroups.base().c_str());

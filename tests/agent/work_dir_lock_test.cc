@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -57,6 +58,18 @@ TEST(WorkDirLockTest, AWorkDirThatCannotBeMadeIsAClearError) {
   ASSERT_FALSE(lock.ok());
   EXPECT_NE(lock.status().message().find(dir.Join("file")), std::string::npos)
       << lock.status().ToString();
+}
+
+// An agent's tag is its work dir's, however the path is written, and only its.
+TEST(AgentTagTest, TheTagIsTheWorkDirsHoweverThePathIsWritten) {
+  const std::string tag = AgentTag("/var/lib/cohort-agent");
+  EXPECT_EQ(tag.size(), 8u);
+  EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos) << tag;
+  EXPECT_EQ(AgentTag("/var/lib/cohort-agent/"), tag);
+  EXPECT_EQ(AgentTag("/var/lib/./x/../cohort-agent"), tag);
+  EXPECT_NE(AgentTag("/var/lib/cohort-agent2"), tag);
+  EXPECT_EQ(AgentTag("relative"),
+            AgentTag((std::filesystem::current_path() / "relative").string()));
 }
 
 }  // namespace

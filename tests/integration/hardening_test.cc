@@ -2,6 +2,8 @@
 // loopback: a garbage flood from many sockets while agents heartbeat, and specs over the size
 // limit.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -505,15 +507,109 @@ TEST_F(HardeningTest, ASecondAgentOnARunningAgentsWorkDirIsRefusedAndKillsNothin
   EXPECT_EQ(ct::WaitForJobEnd(client, "dir_lock", 30s).state, wire::JobState::CANCELLED);
 }
 
+// Two clusters' agents of one node id on one host, under one cgroup (two clusters in one shell,
+// two test suites, one --cgroup-root): each has a work dir of its own, so the start of the second
+// sweeps nothing of the first's running replica (whose cgroup the second would have taken for a
+// leftover of its own while replica cgroups were keyed by node id alone), and both run jobs.
+TEST_F(HardeningTest, AnAgentOfAnotherClusterWithTheSameNodeIdSweepsNothingOfThisOnes) {
+  ct::LocalCluster first({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  if (first.cgroup_root().empty()) GTEST_SKIP() << "no writable cgroup v2 here";
+  ct::LocalCluster second({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  const std::string node = UniqueNodeId("twin");
+  ASSERT_EQ(first.StartCoordinator(), "");
+  ASSERT_EQ(first.StartAgent({.node_id = node}), "");
+  const std::string job =
+      "name: twin\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+      "    resources: {cpus: 1}\n    process: {command: [/bin/sleep, '300']}\n";
+  auto first_client = first.Client();
+  ASSERT_TRUE(first_client.Submit(job).ok());
+  ASSERT_TRUE(ct::WaitForJobState(first_client, "twin", wire::JobState::RUNNING, 30s));
+  std::vector<pid_t> replica;
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        replica = first.ReplicaProcesses();
+        return !replica.empty();
+      },
+      10s));
+
+  ASSERT_EQ(second.StartCoordinator(), "");
+  ASSERT_EQ(
+      second.StartAgent({.node_id = node, .extra_args = {"--cgroup-root", first.cgroup_root()}}),
+      "");
+  auto second_client = second.Client();
+  ASSERT_TRUE(second_client.Submit(job).ok());
+  ASSERT_TRUE(ct::WaitForJobState(second_client, "twin", wire::JobState::RUNNING, 30s))
+      << second.Logs();
+  EXPECT_NE(first.agent_cgroup_dir(node), second.agent_cgroup_dir(node));
+  EXPECT_TRUE(std::filesystem::is_directory(second.agent_cgroup_dir(node)))
+      << second.agent_cgroup_dir(node);
+
+  for (pid_t pid : replica) EXPECT_EQ(::kill(pid, 0), 0) << "replica process " << pid << " died";
+  auto still = first_client.GetJob("twin");
+  ASSERT_TRUE(still.ok()) << still.status().ToString();
+  EXPECT_EQ(still->state, wire::JobState::RUNNING);
+  EXPECT_EQ(still->restarts, 0) << first.Logs();
+  for (auto* client : {&first_client, &second_client}) {
+    ASSERT_TRUE(client->Cancel("twin").ok());
+    EXPECT_EQ(ct::WaitForJobEnd(*client, "twin", 30s).state, wire::JobState::CANCELLED);
+  }
+}
+
+// An agent with cgroups sweeps its own level of them at start, and then, as one without, the
+// processes that carry its work dir's COHORT_ATTEMPT_DIR: what an earlier run left outside that
+// level is killed too. Here a replica of an image older than agent tags, in that image's level
+// (<root>/cohort/<node id>, no tag), that the older image handed over in a live restart before
+// the new one was SIGKILLed.
+TEST_F(HardeningTest, AStartWithCgroupsAlsoKillsWhatAnEarlierRunLeftOutsideItsLevel) {
+  ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
+  if (cluster.cgroup_root().empty()) GTEST_SKIP() << "no writable cgroup v2 here";
+  ASSERT_EQ(cluster.StartCoordinator(), "");
+  const std::string node = UniqueNodeId("legacy-level");
+  const std::string legacy = cluster.cgroup_root() + "/cohort/" + node + "/leftover.chief-0.0";
+  ASSERT_TRUE(std::filesystem::create_directories(legacy)) << legacy;
+  const std::string attempt_dir = cluster.agent_work_dir(node) + "/leftover/chief-0/attempt-0";
+  const std::string marker = "COHORT_ATTEMPT_DIR=" + attempt_dir;
+  char* const argv[] = {const_cast<char*>("sleep"), const_cast<char*>("300"), nullptr};
+  char* const envp[] = {const_cast<char*>(marker.c_str()), nullptr};
+  const pid_t left = ::fork();  // the child only execs: nothing allocated after the fork
+  ASSERT_GE(left, 0);
+  if (left == 0) {
+    ::execve("/bin/sleep", argv, envp);
+    ::_exit(127);
+  }
+  ct::WriteFile(legacy + "/cgroup.procs", std::to_string(left) + "\n");
+
+  ASSERT_EQ(cluster.StartAgent({.node_id = node}), "");
+  int status = 0;
+  const bool ended = ct::WaitUntil([&] { return ::waitpid(left, &status, WNOHANG) == left; }, 20s);
+  if (!ended) {
+    ::kill(left, SIGKILL);
+    ::waitpid(left, &status, 0);
+  }
+  EXPECT_TRUE(ended) << "the agent's start left the process outside its level running";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  std::string log;
+  EXPECT_TRUE(ct::WaitUntil(
+      [&] {
+        log = cluster.agent(node).Log();
+        return log.find("killed 1 process(es) of replicas left by an earlier run") !=
+               std::string::npos;
+      },
+      10s))
+      << log;
+  ::rmdir(legacy.c_str());
+  ::rmdir((cluster.cgroup_root() + "/cohort/" + node).c_str());
+}
+
 // An agent stopped cleanly (SIGTERM) leaves no cgroup of its own: its replicas' went with them, and
-// then its node level (<root>/cohort/<node id>).
+// then its level (<root>/cohort/<node id>@<tag>).
 TEST_F(HardeningTest, AnAgentStoppedCleanlyLeavesNoCgroupBehind) {
   ct::LocalCluster cluster({COHORT_COORDINATOR_BIN, COHORT_AGENT_BIN});
   if (cluster.cgroup_root().empty()) GTEST_SKIP() << "no writable cgroup v2 here";
   ASSERT_EQ(cluster.StartCoordinator(), "");
   const std::string node = UniqueNodeId("cg-clean");
   ASSERT_EQ(cluster.StartAgent({.node_id = node}), "");
-  const std::string node_dir = cluster.cgroup_root() + "/cohort/" + node;
+  const std::string node_dir = cluster.agent_cgroup_dir(node);
   ASSERT_TRUE(std::filesystem::is_directory(node_dir)) << node_dir;
   auto client = cluster.Client();
   ASSERT_TRUE(client

@@ -134,8 +134,8 @@ class IntegrationTest : public ::testing::Test {
     ct::KillProcessesWithArg("--marker=" + marker_);
   }
 
-  // Node ids carry the test process's pid: agents on one host must not share a node id (an agent
-  // sweeps stale cgroups of its node id at start-up), and ctest may run tests in parallel.
+  // Node ids carry the test process's pid, so that an agent is told from those of the tests ctest
+  // runs beside it by its node id alone (ps, logs).
   static std::string Node(const std::string& name) { return name + "-" + std::to_string(getpid()); }
 
   void StartAgent(const std::string& name, int gpus) {

@@ -30,8 +30,8 @@ namespace ct = cohort::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-// The agent's node id, unique on this host: agents of tests run in parallel must not share one
-// (an agent sweeps the replicas of its node id's cgroup left by an earlier run).
+// The agent's node id, unique on this host (the agents of tests run in parallel are told apart
+// by their node ids alone).
 const std::string& NodeA() {
   static const std::string id = "node-a-" + std::to_string(::getpid());
   return id;

@@ -57,8 +57,8 @@ class ClusterTest : public ::testing::Test {
     ASSERT_EQ(cluster_->StartAgent(agent), "");
   }
 
-  // "<prefix>-<pid>": ctest runs test binaries in parallel on one host, and an agent sweeps what
-  // an earlier agent of its node id left there, so node ids must not be shared between them.
+  // "<prefix>-<pid>": ctest runs test binaries in parallel on one host, whose agents are then told
+  // apart by their node ids alone (ps, logs).
   static std::string UniqueNodeId(const std::string& prefix) {
     return prefix + "-" + std::to_string(::getpid());
   }

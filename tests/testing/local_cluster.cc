@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "agent/cgroup.h"
+#include "agent/work_dir_lock.h"
 #include "common/curve_keys.h"
 
 namespace cohort::testing {
@@ -26,6 +27,19 @@ void RemoveCgroupTree(const std::string& path) {
     if (entry.is_directory(ec)) RemoveCgroupTree(entry.path().string());
   }
   ::rmdir(path.c_str());
+}
+
+// Kills every process in the cgroup `path` and below it (what the replicas of a
+// killed test left in a block of cgroups this cluster takes over), then removes the tree.
+void ClearCgroupTree(const std::string& path) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+    if (entry.is_directory(ec)) ClearCgroupTree(entry.path().string());
+  }
+  agent::CgroupManager::Kill(path);
+  // The kernel takes a moment to empty a killed cgroup.
+  for (int i = 0; i < 200 && !agent::CgroupManager::Procs(path).empty(); ++i) ::usleep(5000);
+  RemoveCgroupTree(path);
 }
 
 }  // namespace
@@ -52,10 +66,12 @@ LocalCluster::LocalCluster(ClusterBinaries binaries, ClusterOptions options)
       port_block_fd_ = fd;
       int first = kFirstPort + block * kBlockSize;
       port_range_ = std::to_string(first) + "-" + std::to_string(first + kBlockSize - 1);
-      // Named by the block, which no other live cluster holds; one a killed test left behind
-      // is taken over (an agent starting sweeps what its node id left there).
+      // Named by the block, which no other live cluster holds; what a killed test left there
+      // (its agents' tags are their work dirs', so no agent of this cluster would sweep it) is
+      // killed and removed first.
       auto own = agent::CgroupManager::OwnDirectory();
       std::string root = own.ok() ? *own + "/cohort-test-cluster-" + std::to_string(block) : "";
+      if (!root.empty()) ClearCgroupTree(root);
       if (!root.empty() && (::mkdir(root.c_str(), 0755) == 0 || errno == EEXIST)) {
         cgroup_root_ = root;
       }
@@ -104,6 +120,12 @@ LocalCluster::~LocalCluster() {
   if (coordinator_) coordinator_->Stop(std::chrono::seconds(5));
   if (!cgroup_root_.empty()) RemoveCgroupTree(cgroup_root_);
   if (port_block_fd_ >= 0) ::close(port_block_fd_);  // releases the lock
+}
+
+std::string LocalCluster::agent_cgroup_dir(const std::string& node_id) const {
+  auto root = agent_cgroup_roots_.find(node_id);
+  if (root == agent_cgroup_roots_.end() || root->second.empty()) return "";
+  return root->second + "/cohort/" + node_id + "@" + agent::AgentTag(agent_work_dir(node_id));
 }
 
 std::string LocalCluster::scratch(const std::string& relative) const {
@@ -169,6 +191,9 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
   if (!cgroup_root_.empty() && !own_cgroup_choice) {
     args.insert(args.begin(), {"--cgroup-root", cgroup_root_});
   }
+  auto root = std::find(args.begin(), args.end(), "--cgroup-root");
+  agent_cgroup_roots_[options.node_id] =
+      root != args.end() && root + 1 != args.end() ? *(root + 1) : "";
   if (std::find(args.begin(), args.end(), "--builtin-dir") == args.end()) {
     args.insert(args.begin(), {"--builtin-dir", COHORT_BUILTIN_DIR});
   }

@@ -10,9 +10,9 @@
 //
 // Each cluster's agents put replica cgroups under a cgroup of the cluster's own
 // (<own cgroup>/cohort-test-cluster-<port block>, passed as --cgroup-root unless a test chooses
-// --cgroups or --cgroup-root itself), removed by the destructor: test processes that ctest runs
-// side by side start agents of the same node ids, and an agent starting sweeps every replica
-// cgroup its node id left (agent/cgroup.h), which must never be another test's live replica.
+// --cgroups or --cgroup-root itself), removed by the destructor. Agents' levels there are their
+// own anyway (agent/cgroup.h: node id and work dir), so this is for cleaning up: a cluster that
+// takes over a block a killed test left kills and removes whatever that test left there first.
 //
 // Replica processes are found by the cluster's directory: every replica's environment names its
 // job's output dir (AIP_MODEL_DIR and the others), which tests put under scratch() (the default
@@ -109,6 +109,9 @@ class LocalCluster {
   // The cgroup v2 directory the agents put their replica cgroups under (--cgroup-root), "" where
   // none could be made.
   const std::string& cgroup_root() const { return cgroup_root_; }
+  // An agent's level of replica cgroups (agent/cgroup.h: <root>/cohort/<node id>@<tag of its work
+  // dir>, the root cgroup_root() or the agent's own --cgroup-root); "" without either.
+  std::string agent_cgroup_dir(const std::string& node_id) const;
   // A scratch directory of this cluster for job files, outputs, markers.
   std::string scratch(const std::string& relative = "") const;
   // The coordinator's and every agent's log tails, for failure messages.
@@ -129,6 +132,7 @@ class LocalCluster {
   std::string agent_endpoint_;
   int coordinator_http_port_ = 0;
   std::map<std::string, int> agent_http_ports_;
+  std::map<std::string, std::string> agent_cgroup_roots_;  // node id -> its --cgroup-root
   std::unique_ptr<DaemonProcess> coordinator_;
   std::map<std::string, std::unique_ptr<DaemonProcess>> agents_;
   // --insecure, or the key flags of the coordinator (or of agent `node_id`).
