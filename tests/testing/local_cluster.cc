@@ -2,14 +2,20 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstddef>
+#include <cstring>
 #include <filesystem>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 
 #include "agent/cgroup.h"
@@ -41,6 +47,65 @@ void ClearCgroupTree(const std::string& path) {
   for (int i = 0; i < 200 && !agent::CgroupManager::Procs(path).empty(); ++i) ::usleep(5000);
   RemoveCgroupTree(path);
 }
+
+// The receiving end of the systemd notification protocol (sd_notify(3)) for one daemon: an
+// abstract AF_UNIX datagram socket (no file to clean up, no path length to mind) whose name the
+// daemon gets as NOTIFY_SOCKET. A daemon's notifications after the listener is gone fail, which
+// sd_notify's callers ignore.
+class NotifyListener {
+ public:
+  NotifyListener() {
+    static std::atomic<int> count{0};
+    name_ = "cohort-test-notify-" + std::to_string(::getpid()) + "-" + std::to_string(count++);
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path + 1, name_.data(), name_.size());  // sun_path[0] '\0': abstract
+    const socklen_t length = offsetof(sockaddr_un, sun_path) + 1 + name_.size();
+    if (fd_ >= 0 && ::bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0) {
+      error_ = std::string("bind @") + name_ + ": " + std::strerror(errno);
+      ::close(fd_);
+      fd_ = -1;
+    } else if (fd_ < 0) {
+      error_ = std::string("socket(AF_UNIX, SOCK_DGRAM): ") + std::strerror(errno);
+    }
+  }
+  ~NotifyListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  NotifyListener(const NotifyListener&) = delete;
+  NotifyListener& operator=(const NotifyListener&) = delete;
+
+  // "" when listening, else why not.
+  const std::string& error() const { return error_; }
+  // The daemon's NOTIFY_SOCKET=... entry.
+  std::string Variable() const { return "NOTIFY_SOCKET=@" + name_; }
+
+  // Waits until a notification holding the line READY=1 came (true), or until `running` turns
+  // false or `timeout` passes (false).
+  bool WaitForReady(std::chrono::milliseconds timeout, const std::function<bool()>& running) {
+    bool ready = false;
+    WaitUntil(
+        [&] {
+          char buffer[4096];
+          for (;;) {
+            const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+            if (n < 0) return !running();  // nothing more now
+            std::istringstream lines(std::string(buffer, static_cast<size_t>(n)));
+            for (std::string line; std::getline(lines, line);) {
+              if (line == "READY=1") return ready = true;
+            }
+          }
+        },
+        timeout, std::chrono::milliseconds(20));
+    return ready;
+  }
+
+ private:
+  std::string name_;
+  std::string error_;
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -220,11 +285,19 @@ std::string LocalCluster::StartAgent(const AgentOptions& options,
     args.insert(args.begin(), options.wrapper.begin() + 1, options.wrapper.end());
     binary = options.wrapper.front();
   }
+  NotifyListener notify;
+  if (!notify.error().empty()) return "cannot listen for the agent's READY=1: " + notify.error();
   auto agent = std::make_unique<DaemonProcess>(binary, std::move(args),
-                                               dir_.Join("logs/agent-" + options.node_id + ".log"));
+                                               dir_.Join("logs/agent-" + options.node_id + ".log"),
+                                               std::vector<std::string>{notify.Variable()});
   if (!agent->Start()) return "cannot start " + binaries_.agent;
   DaemonProcess* raw = agent.get();
   agents_[options.node_id] = std::move(agent);
+  if (!notify.WaitForReady(timeout, [&] { return raw->running(); })) {
+    if (!raw->running()) return "cohort-agent exited during start-up; log:\n" + raw->Log();
+    return "agent " + options.node_id + " did not say READY=1 (sd_notify) in time; agent log:\n" +
+           raw->Log();
+  }
   auto client = Client(std::chrono::milliseconds(500));
   bool ready = WaitUntil(
       [&] {

@@ -1,7 +1,10 @@
 // LocalCluster runs a real Cohort cluster on loopback for integration tests: one cohort-coordinator
 // process and any number of cohort-agent processes, each on free ports, with state, work and log
 // directories under one TempDir. It waits for readiness by asking, never by sleeping: the
-// coordinator is ready when it answers ListJobs, an agent when ListNodes shows it READY.
+// coordinator is ready when it answers ListJobs; an agent once it said READY=1 by the systemd
+// notification protocol (its NOTIFY_SOCKET this cluster's: its start work is done, the sweeps of
+// what an earlier run left included) and ListNodes shows it READY (which, for a restarted agent,
+// the coordinator may still say of its predecessor).
 //
 // Each cluster owns a block of replica ports that no other LocalCluster on the host uses at the
 // same time (see port_block_fd_). The coordinator can be killed (SIGKILL) and restarted on the same

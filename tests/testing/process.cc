@@ -33,6 +33,19 @@ std::vector<char*> ArgvOf(const std::string& binary, const std::vector<std::stri
   return argv;
 }
 
+// This process's environment with `extra` (KEY=VALUE) after it, and the envp over those strings
+// (valid as long as `strings` is).
+std::vector<char*> EnvpWith(const std::vector<std::string>& extra,
+                            std::vector<std::string>& strings) {
+  strings.clear();
+  for (char** e = environ; *e; ++e) strings.emplace_back(*e);
+  for (const auto& kv : extra) strings.push_back(kv);
+  std::vector<char*> envp;
+  for (auto& s : strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  return envp;
+}
+
 // In the child after fork: die with the parent, own process group, stdin from /dev/null, stdout
 // to `out_fd` and stderr to `err_fd`.
 void PrepareChild(int out_fd, int err_fd) {
@@ -233,11 +246,7 @@ RunResult RunProcess(const std::string& binary, const std::vector<std::string>& 
     return result;
   }
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) env_strings.emplace_back(*e);
-  for (const auto& kv : extra_env) env_strings.push_back(kv);
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  std::vector<char*> envp = EnvpWith(extra_env, env_strings);
   auto argv = ArgvOf(binary, args);
 
   pid_t pid = fork();
@@ -266,8 +275,11 @@ RunResult RunProcess(const std::string& binary, const std::vector<std::string>& 
 }
 
 DaemonProcess::DaemonProcess(std::string binary, std::vector<std::string> args,
-                             std::string log_path)
-    : binary_(std::move(binary)), args_(std::move(args)), log_path_(std::move(log_path)) {}
+                             std::string log_path, std::vector<std::string> extra_env)
+    : binary_(std::move(binary)),
+      args_(std::move(args)),
+      log_path_(std::move(log_path)),
+      extra_env_(std::move(extra_env)) {}
 
 DaemonProcess::~DaemonProcess() {
   if (pid_ > 0 && !exit_status_) Kill();
@@ -278,6 +290,8 @@ bool DaemonProcess::Start() {
   int log_fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return false;
   auto argv = ArgvOf(binary_, args_);
+  std::vector<std::string> env_strings;
+  std::vector<char*> envp = EnvpWith(extra_env_, env_strings);
   pid_t pid = fork();
   if (pid < 0) {
     close(log_fd);
@@ -285,7 +299,7 @@ bool DaemonProcess::Start() {
   }
   if (pid == 0) {
     PrepareChild(log_fd, log_fd);
-    execv(binary_.c_str(), argv.data());
+    execve(binary_.c_str(), argv.data(), envp.data());
     dprintf(2, "exec %s: %s\n", binary_.c_str(), std::strerror(errno));
     _exit(127);
   }

@@ -79,7 +79,9 @@ RunResult RunProcess(const std::string& binary, const std::vector<std::string>& 
 
 class DaemonProcess {
  public:
-  DaemonProcess(std::string binary, std::vector<std::string> args, std::string log_path);
+  // `extra_env` (KEY=VALUE) is added to this process's environment for it.
+  DaemonProcess(std::string binary, std::vector<std::string> args, std::string log_path,
+                std::vector<std::string> extra_env = {});
   ~DaemonProcess();
   DaemonProcess(const DaemonProcess&) = delete;
   DaemonProcess& operator=(const DaemonProcess&) = delete;
@@ -106,6 +108,7 @@ class DaemonProcess {
   std::string binary_;
   std::vector<std::string> args_;
   std::string log_path_;
+  std::vector<std::string> extra_env_;
   pid_t pid_ = -1;
   std::optional<int> exit_status_;
 };
