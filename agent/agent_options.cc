@@ -310,8 +310,11 @@ StatusOr<std::unique_ptr<Agent>> BuildAgent(zmq::context_t& context, const Agent
           "to close this.",
           no_cgroups);
     }
-  } else if (int stale = cgroups.SweepStale(kept_cgroups); stale > 0) {
-    spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
+  } else {
+    spdlog::info("replica cgroups under {}", cgroups.base());
+    if (int stale = cgroups.SweepStale(kept_cgroups); stale > 0) {
+      spdlog::warn("killed the processes of {} replica(s) left by an earlier run", stale);
+    }
   }
   // Also with cgroups: what an earlier run left outside this agent's level of them (one of an
   // image older than agent tags, whose level was <node id> alone, handed over a replica and was

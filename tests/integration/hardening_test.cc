@@ -541,8 +541,12 @@ TEST_F(HardeningTest, AnAgentOfAnotherClusterWithTheSameNodeIdSweepsNothingOfThi
   ASSERT_TRUE(ct::WaitForJobState(second_client, "twin", wire::JobState::RUNNING, 30s))
       << second.Logs();
   EXPECT_NE(first.agent_cgroup_dir(node), second.agent_cgroup_dir(node));
-  EXPECT_TRUE(std::filesystem::is_directory(second.agent_cgroup_dir(node)))
-      << second.agent_cgroup_dir(node);
+  for (ct::LocalCluster* cluster : {&first, &second}) {
+    const std::string level = cluster->agent_cgroup_dir(node);
+    EXPECT_TRUE(std::filesystem::is_directory(level)) << level;
+    const std::string log = cluster->agent(node).Log(1 << 20);
+    EXPECT_NE(log.find("replica cgroups under " + level + "\n"), std::string::npos) << log;
+  }
 
   for (pid_t pid : replica) EXPECT_EQ(::kill(pid, 0), 0) << "replica process " << pid << " died";
   auto still = first_client.GetJob("twin");
