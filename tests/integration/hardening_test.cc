@@ -71,6 +71,24 @@ uint64_t Flood(const std::vector<std::string>& endpoints, int sockets,
   return sent;
 }
 
+// Submits job `name` to `cluster`, one chief that sleeps 300 s, and waits until it runs; the
+// processes of its replica go to `replica`.
+void RunSleeper(ct::LocalCluster& cluster, const std::string& name, std::vector<pid_t>* replica) {
+  auto client = cluster.Client();
+  ASSERT_TRUE(client
+                  .Submit("name: " + name +
+                          "\nworker_pools:\n  - role: chief\n    replicas: 1\n"
+                          "    resources: {cpus: 1}\n    process: {command: [/bin/sleep, '300']}\n")
+                  .ok());
+  ASSERT_TRUE(ct::WaitForJobState(client, name, wire::JobState::RUNNING, 30s)) << cluster.Logs();
+  ASSERT_TRUE(ct::WaitUntil(
+      [&] {
+        *replica = cluster.ReplicaProcesses();
+        return !replica->empty();
+      },
+      10s));
+}
+
 class HardeningTest : public ct::ClusterTest {
  protected:
   void SetUp() override { NeedBinaries({COHORT_CLI_BIN}); }
@@ -469,19 +487,9 @@ TEST_F(HardeningTest, ASecondAgentOnARunningAgentsWorkDirIsRefusedAndKillsNothin
   ASSERT_EQ(cluster.StartCoordinator(), "");
   const std::string node = UniqueNodeId("dir-owner");
   ASSERT_EQ(cluster.StartAgent({.node_id = node}), "");
-  auto client = cluster.Client();
-  ASSERT_TRUE(client
-                  .Submit("name: dir_lock\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-                          "    resources: {cpus: 1}\n    process: {command: [/bin/sleep, '300']}\n")
-                  .ok());
-  ASSERT_TRUE(ct::WaitForJobState(client, "dir_lock", wire::JobState::RUNNING, 30s));
   std::vector<pid_t> replica;
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        replica = cluster.ReplicaProcesses();
-        return !replica.empty();
-      },
-      10s));
+  ASSERT_NO_FATAL_FAILURE(RunSleeper(cluster, "dir_lock", &replica));
+  auto client = cluster.Client();
 
   const std::string work_dir = cluster.agent_work_dir(node);
   ct::RunResult second = ct::RunProcess(
@@ -518,28 +526,14 @@ TEST_F(HardeningTest, AnAgentOfAnotherClusterWithTheSameNodeIdSweepsNothingOfThi
   const std::string node = UniqueNodeId("twin");
   ASSERT_EQ(first.StartCoordinator(), "");
   ASSERT_EQ(first.StartAgent({.node_id = node}), "");
-  const std::string job =
-      "name: twin\nworker_pools:\n  - role: chief\n    replicas: 1\n"
-      "    resources: {cpus: 1}\n    process: {command: [/bin/sleep, '300']}\n";
-  auto first_client = first.Client();
-  ASSERT_TRUE(first_client.Submit(job).ok());
-  ASSERT_TRUE(ct::WaitForJobState(first_client, "twin", wire::JobState::RUNNING, 30s));
-  std::vector<pid_t> replica;
-  ASSERT_TRUE(ct::WaitUntil(
-      [&] {
-        replica = first.ReplicaProcesses();
-        return !replica.empty();
-      },
-      10s));
+  std::vector<pid_t> replica, second_replica;
+  ASSERT_NO_FATAL_FAILURE(RunSleeper(first, "twin", &replica));
 
   ASSERT_EQ(second.StartCoordinator(), "");
   ASSERT_EQ(
       second.StartAgent({.node_id = node, .extra_args = {"--cgroup-root", first.cgroup_root()}}),
       "");
-  auto second_client = second.Client();
-  ASSERT_TRUE(second_client.Submit(job).ok());
-  ASSERT_TRUE(ct::WaitForJobState(second_client, "twin", wire::JobState::RUNNING, 30s))
-      << second.Logs();
+  ASSERT_NO_FATAL_FAILURE(RunSleeper(second, "twin", &second_replica));
   EXPECT_NE(first.agent_cgroup_dir(node), second.agent_cgroup_dir(node));
   for (ct::LocalCluster* cluster : {&first, &second}) {
     const std::string level = cluster->agent_cgroup_dir(node);
@@ -549,6 +543,7 @@ TEST_F(HardeningTest, AnAgentOfAnotherClusterWithTheSameNodeIdSweepsNothingOfThi
   }
 
   for (pid_t pid : replica) EXPECT_EQ(::kill(pid, 0), 0) << "replica process " << pid << " died";
+  auto first_client = first.Client(), second_client = second.Client();
   auto still = first_client.GetJob("twin");
   ASSERT_TRUE(still.ok()) << still.status().ToString();
   EXPECT_EQ(still->state, wire::JobState::RUNNING);
