@@ -362,7 +362,7 @@ TEST_F(CgroupTest, SweepSparesTheReplicasOfAnotherAgentOfTheSameNodeId) {
   (*p)->KillAll();
   Reap(**p);
   (*p)->Release();
-  for (const CgroupManager* level : {&running, &starting}) ::rmdir(level->base().c_str());
+  for (const CgroupManager* level : {&running, &starting}) testing::RemoveOwnCgroups(*level);
 }
 
 TEST(ReplicaEnvTest, SweepRemovesOnlyOldEndedAttempts) {

@@ -185,12 +185,27 @@ inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest 
 // A CgroupManager over an agent level of this test process's own ("<node>@<pid>", the pid for
 // the agent's tag): ctest runs test processes side by side that launch replicas of the same
 // names, which must never share a cgroup (the release of one kills every process of its cgroup,
-// the other's replica too). RemoveOwnCgroups() removes the level once its replicas are gone.
+// the other's replica too). RemoveOwnCgroups() removes the level, and the replica cgroups a
+// test's agent left in it (one destroyed with its replicas running ends them, the daemon's
+// shutdown also removes their cgroups), once their processes are gone.
 inline agent::CgroupManager OwnCgroups(const std::string& node) {
   return agent::CgroupManager::Detect(node, std::to_string(::getpid()));
 }
 inline void RemoveOwnCgroups(const agent::CgroupManager& cgroups) {
-  if (cgroups.available()) ::rmdir(cgroups.base().c_str());
+  if (!cgroups.available()) return;
+  if (DIR* dir = ::opendir(cgroups.base().c_str())) {
+    while (const dirent* entry = ::readdir(dir)) {
+      const std::string name = entry->d_name;
+      if (entry->d_type == DT_DIR && name != "." && name != "..") {
+        const std::string path = cgroups.base() + "/" + name;
+        // The kernel takes a moment to empty the cgroup of a replica just killed.
+        for (int i = 0; i < 200 && !agent::CgroupManager::Procs(path).empty(); ++i) ::usleep(5000);
+        ::rmdir(path.c_str());
+      }
+    }
+    ::closedir(dir);
+  }
+  ::rmdir(cgroups.base().c_str());
 }
 
 // ExpectOneSignalEach with a ProcessLauncher over OwnCgroups(node) (cohort-replica-init at
