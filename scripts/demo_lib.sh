@@ -58,6 +58,21 @@ stop_pids() {
   done
 }
 
+# Removes the levels of replica cgroups this demo's agents left (agent/cgroup.h, each agent's log
+# names its level): an agent stopped cleanly removes its own, one the demo killed on purpose (a
+# lost node) leaves its replicas' cgroups, empty (their processes died with it). A cgroup that
+# still holds a process stays.
+remove_agent_cgroups() {
+  local log level
+  for log in "$run"/agent-*.log; do
+    [ -f "$log" ] || continue
+    level=$(sed -n 's/.*replica cgroups under \(.*\)$/\1/p' "$log" | head -n 1)
+    [ -n "$level" ] && [ -d "$level" ] || continue
+    find "$level" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+    rmdir "$level" 2>/dev/null || true
+  done
+}
+
 demo_cleanup() {
   local rc=$?
   trap - EXIT INT TERM
@@ -67,6 +82,7 @@ demo_cleanup() {
     [ ${#agent_pids[@]} -gt 0 ] && stop_pids 20 "${agent_pids[@]}"
     [ -n "$coordinator_pid" ] && stop_pids 10 "$coordinator_pid"
   fi
+  [ -n "${run:-}" ] && remove_agent_cgroups
   [ -n "${run:-}" ] && echo "Demo files: $run"
   exit "$rc"
 }
@@ -151,9 +167,8 @@ start_coordinator() {
   coordinator_pid=$!
 }
 
-# Agents' node ids: <node_prefix>-1 .. N. An agent's cgroup level is named by its node id under
-# the cgroup it starts in, and it sweeps what it finds there: two demos at once on one machine
-# (ctest runs them side by side) must not share ids, so the prefix carries this demo's pid.
+# Agents' node ids: <node_prefix>-1 .. N. The prefix carries this demo's pid, so that the agents
+# of two demos at once on one machine (ctest runs them side by side) are told apart by node id.
 node_prefix="demo$$-node"
 # start_agents N CPUS MEMORY_MB: N agents, each with no GPUs and no /metrics endpoint (its
 # default port, 127.0.0.1:7481, is left to an agent installed on this machine).
