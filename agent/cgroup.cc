@@ -211,14 +211,18 @@ int CgroupManager::SweepStale(const std::set<std::string>& keep) const {
     if (!entry.is_directory(ec)) continue;
     std::string path = entry.path().string();
     if (keep.count(path) != 0) continue;  // as Create() named it: base() + "/" + name
-    Kill(path);
-    // The kernel takes a moment to empty a killed cgroup.
-    for (int i = 0; i < 200 && !Procs(path).empty(); ++i) ::usleep(5000);
-    Status s = Remove(path);
+    Status s = KillAndRemove(path);
     if (!s.ok()) spdlog::warn("stale replica cgroup: {}", s.ToString());
     ++swept;
   }
   return swept;
+}
+
+Status CgroupManager::KillAndRemove(const std::string& path) {
+  Kill(path);
+  // The kernel takes a moment to empty a killed cgroup.
+  for (int i = 0; i < 200 && !Procs(path).empty(); ++i) ::usleep(5000);
+  return Remove(path);
 }
 
 Status CgroupManager::Remove(const std::string& path) {

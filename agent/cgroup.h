@@ -84,6 +84,9 @@ class CgroupManager {
   static void Kill(const std::string& path);
   // Removes the directory; fails while processes remain.
   static Status Remove(const std::string& path);
+  // Kill, then Remove once the kernel has emptied the cgroup (a second at most); fails while
+  // processes (or child cgroups) remain.
+  static Status KillAndRemove(const std::string& path);
 
  private:
   std::string base_;

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -188,12 +190,8 @@ StatusOr<HandedOverAttempt> DecodeAttempt(const json& in, const std::string& whe
   f.Require(a.cgroup.empty() || a.cgroup.front() == '/', "cgroup", "must be an absolute path");
   f.Require(a.status_fd == -1 || a.status_fd > 2, "status_fd",
             "must be -1 or a descriptor above stderr");
-  // It becomes a runtime command's argument: an id, never an option.
-  f.Require(a.container_id.empty() || (a.container_id.front() != '-' &&
-                                       a.container_id.find_first_not_of(
-                                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                           "0123456789-_.") == std::string::npos),
-            "container_id", "must be letters, digits, '-', '_' and '.', not starting with '-'");
+  f.Require(a.container_id.empty() || ValidContainerId(a.container_id), "container_id",
+            "must be letters, digits, '-', '_' and '.', not starting with '-'");
   if (!f.status().ok()) return f.status();
   return a;
 }
@@ -298,6 +296,14 @@ StatusOr<std::vector<wire::ReplicaStatusT>> DecodeEndedList(const json& in,
 }  // namespace
 
 std::string HandoffPath(const std::string& work_dir) { return work_dir + "/.agent-handoff.json"; }
+
+bool ContainerIdChar(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+}
+
+bool ValidContainerId(const std::string& id) {
+  return !id.empty() && id.front() != '-' && std::all_of(id.begin(), id.end(), ContainerIdChar);
+}
 
 StatusOr<std::string> EncodeHandoff(const Handoff& handoff) {
   json attempts = json::array();

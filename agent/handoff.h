@@ -46,6 +46,12 @@ inline constexpr char kHandoffVariable[] = "COHORT_AGENT_HANDOFF";
 // <work_dir>/.agent-handoff.json
 std::string HandoffPath(const std::string& work_dir);
 
+// What a container id (agent/oci_launcher.h's ContainerId) is made of: letters, digits, '-', '_'
+// and '.'. ValidContainerId: only those, not starting with '-' (it becomes a runtime command's
+// argument, never an option).
+bool ContainerIdChar(char c);
+bool ValidContainerId(const std::string& id);
+
 // One running attempt, as the new image adopts it (ReplicaManager::Adopt).
 struct HandedOverAttempt {
   std::string job;
@@ -68,8 +74,8 @@ struct HandedOverAttempt {
   // A container's: `pid` is its runtime's foreground process (`runc run`, `docker run`), adopted
   // by the container launcher, which the new image must have (the same --container-runtime).
   bool container = false;
-  // Its container id (agent/oci_launcher.h's ContainerId); "" from an image older than container
-  // tags, whose ids had none.
+  // Its container id (agent/oci_launcher.h's ContainerId; ValidContainerId); "" from an image
+  // older than container tags, whose ids had none.
   std::string container_id;
   // When its launch began (FlightClockNs): a flight recorder older than that is not its own.
   int64_t launched_ns = 0;

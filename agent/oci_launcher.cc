@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -369,7 +368,7 @@ std::string ContainerId(const std::string& tag, const std::string& job, const st
                         int attempt) {
   std::string id = ContainerIdPrefix(tag) + job + "-" + replica + "-" + std::to_string(attempt);
   for (char& c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') c = '_';
+    if (!ContainerIdChar(c)) c = '_';
   }
   return id;
 }

@@ -187,7 +187,7 @@ inline void ExpectOneSignalEach(agent::Launcher& launcher, agent::LaunchRequest 
 // names, which must never share a cgroup (the release of one kills every process of its cgroup,
 // the other's replica too). RemoveOwnCgroups() removes the level, and the replica cgroups a
 // test's agent left in it (one destroyed with its replicas running ends them, the daemon's
-// shutdown also removes their cgroups), once their processes are gone.
+// shutdown also removes their cgroups), killing what is still in them.
 inline agent::CgroupManager OwnCgroups(const std::string& node) {
   return agent::CgroupManager::Detect(node, std::to_string(::getpid()));
 }
@@ -197,10 +197,7 @@ inline void RemoveOwnCgroups(const agent::CgroupManager& cgroups) {
     while (const dirent* entry = ::readdir(dir)) {
       const std::string name = entry->d_name;
       if (entry->d_type == DT_DIR && name != "." && name != "..") {
-        const std::string path = cgroups.base() + "/" + name;
-        // The kernel takes a moment to empty the cgroup of a replica just killed.
-        for (int i = 0; i < 200 && !agent::CgroupManager::Procs(path).empty(); ++i) ::usleep(5000);
-        ::rmdir(path.c_str());
+        (void)agent::CgroupManager::KillAndRemove(cgroups.base() + "/" + name);
       }
     }
     ::closedir(dir);

@@ -42,10 +42,7 @@ void ClearCgroupTree(const std::string& path) {
   for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
     if (entry.is_directory(ec)) ClearCgroupTree(entry.path().string());
   }
-  agent::CgroupManager::Kill(path);
-  // The kernel takes a moment to empty a killed cgroup.
-  for (int i = 0; i < 200 && !agent::CgroupManager::Procs(path).empty(); ++i) ::usleep(5000);
-  RemoveCgroupTree(path);
+  (void)agent::CgroupManager::KillAndRemove(path);  // one still busy stays
 }
 
 // The receiving end of the systemd notification protocol (sd_notify(3)) for one daemon: an
