@@ -20,7 +20,7 @@
 #                    (default: default,4; "none" to skip)
 #   --gloo-algos L   default ring,ring_chunked,halving_doubling (best per size is kept; "none")
 #   --cohort-algos L default reduction-server,ring ("none" to skip; also halving-doubling,
-#                    shared-memory (setting a only), auto)
+#                    recursive-doubling, shared-memory (setting a only), auto)
 #   --build-dir DIR  where the binaries are (default: build-peers, then build, then the newest
 #                    build-*/ that has the binary)
 #   --cohort-bin P   the cohort-bench binary to use (default: found like the others)
@@ -208,6 +208,7 @@ run_cohort() {
     case "$algo" in
       ring) m=0; label=cohort-ring ;;
       halving-doubling) m=0; label=cohort-hd ;;
+      recursive-doubling) m=0; label=cohort-rd ;;
       shared-memory) m=0; label=cohort-shm ;;
       hierarchical) m=0; label=cohort-hier ;;
       auto) m=$reducers; label=cohort-auto ;;
@@ -261,7 +262,7 @@ title="all-reduce, setting $setting, $workers workers"
 join_args=()
 [ -n "$link_bps" ] && join_args+=(--link-bps "$link_bps")
 files=()
-for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-shm.jsonl "$out"/cohort-hier.jsonl \
+for f in "$out"/cohort-rs.jsonl "$out"/cohort-ring.jsonl "$out"/cohort-hd.jsonl "$out"/cohort-rd.jsonl "$out"/cohort-shm.jsonl "$out"/cohort-hier.jsonl \
          "$out"/cohort-auto.jsonl \
          "$out"/mpi-*.jsonl "$out"/gloo.jsonl; do
   [ -s "$f" ] && files+=("$f")

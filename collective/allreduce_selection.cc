@@ -11,6 +11,7 @@ constexpr SelectionRule kAllreduceRules[] = {
     {SelectionNeed::kSharedMemory, kAnySize, Algorithm::kSharedMemory},
     {SelectionNeed::kOneHost, kAnySize, Algorithm::kRing},
     {SelectionNeed::kHostGroups, kAnySize, Algorithm::kHierarchical},
+    {SelectionNeed::kNothing, kRecursiveDoublingAllreduceMaxBytes, Algorithm::kRecursiveDoubling},
     {SelectionNeed::kPowerOfTwoWorkers, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
     {SelectionNeed::kReducers, kAnySize, Algorithm::kReductionServer},
     {SelectionNeed::kNothing, kAnySize, Algorithm::kRing},
@@ -43,6 +44,7 @@ Algorithm SelectAllreduceAlgorithm(const AllreduceSupport& support, Algorithm co
   switch (configured) {
     case Algorithm::kRing:
     case Algorithm::kHalvingDoubling:
+    case Algorithm::kRecursiveDoubling:
       return configured;
     case Algorithm::kSharedMemory:
       return Meets(support, SelectionNeed::kSharedMemory) ? configured : Algorithm::kRing;

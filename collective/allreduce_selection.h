@@ -10,6 +10,9 @@
 //                                              and its reducers' copies compete for the cores
 //   every host's shared memory    any          kHierarchical: each host's link carries the buffer
 //                                              about twice, not once per worker
+//   nothing                       <= 8 KiB     kRecursiveDoubling: a few latencies, log2(n) steps
+//                                              of the whole buffer (two more for n not a power
+//                                              of two), the fewest of any
 //   a power-of-two of workers     <= 64 KiB    kHalvingDoubling: latency-bound, 2 log2(n) steps
 //                                              beat the ring's 2(n-1) and the Reduction Server
 //   reducers                      any          kReductionServer: each byte crosses a worker's link
@@ -26,6 +29,10 @@
 
 namespace cohort::collective {
 
+// Buffers up to this size go by recursive doubling across hosts: there a call is a few link
+// latencies and recursive doubling takes half halving-doubling's steps; above it the whole buffer
+// that recursive doubling sends at every step costs more than the steps it saves.
+constexpr size_t kRecursiveDoublingAllreduceMaxBytes = size_t{8} << 10;
 // Buffers up to this size go by halving-doubling across hosts: at 1-64 KiB a call is a few
 // latencies long, and halving-doubling takes the fewest steps; from 128 KiB the bytes dominate and
 // the Reduction Server's halved traffic wins.
@@ -63,9 +70,9 @@ std::span<const SelectionRule> AllreduceSelectionTable();
 bool Meets(const AllreduceSupport& support, SelectionNeed need);
 
 // What Allreduce(kAuto) runs for a buffer of `bytes`: `configured` (CommunicatorOptions::
-// algorithm) when it names one (kRing and kHalvingDoubling as they are; kSharedMemory,
-// kHierarchical and kReductionServer when `support` has what they need, else kRing); for kAuto
-// the first rule of AllreduceSelectionTable that `support` and `bytes` meet.
+// algorithm) when it names one (kRing, kHalvingDoubling and kRecursiveDoubling as they are;
+// kSharedMemory, kHierarchical and kReductionServer when `support` has what they need, else
+// kRing); for kAuto the first rule of AllreduceSelectionTable that `support` and `bytes` meet.
 Algorithm SelectAllreduceAlgorithm(const AllreduceSupport& support, Algorithm configured,
                                    size_t bytes);
 

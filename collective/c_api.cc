@@ -96,7 +96,7 @@ int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, i
         cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
   if (op < 0 || op > COHORT_PRODUCT)
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
-  if (algorithm < 0 || algorithm > COHORT_ALGO_HIERARCHICAL) {
+  if (algorithm < 0 || algorithm > COHORT_ALGO_RECURSIVE_DOUBLING) {
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " +
                                           std::to_string(algorithm)));
   }

@@ -5,6 +5,7 @@
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/hierarchical_allreduce.h"
+#include "collective/algorithms/recursive_doubling.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/generation.h"
@@ -25,7 +26,8 @@ static_assert(static_cast<uint8_t>(Algorithm::kReductionServer) == 1 &&
               static_cast<uint8_t>(Algorithm::kRing) == 2 &&
               static_cast<uint8_t>(Algorithm::kHalvingDoubling) == 3 &&
               static_cast<uint8_t>(Algorithm::kSharedMemory) == 4 &&
-              static_cast<uint8_t>(Algorithm::kHierarchical) == 5);
+              static_cast<uint8_t>(Algorithm::kHierarchical) == 5 &&
+              static_cast<uint8_t>(Algorithm::kRecursiveDoubling) == 6);
 static_assert(static_cast<uint8_t>(DataType::kF32) + 1 == 1 &&
               static_cast<uint8_t>(DataType::kF64) + 1 == 2 &&
               static_cast<uint8_t>(DataType::kF16) + 1 == 3 &&
@@ -81,10 +83,8 @@ Status CommunicatorOptionsFromEnvironment(CommunicatorOptions* options) {
   if (const char* algo = std::getenv("COHORT_ALLREDUCE_ALGORITHM"); algo != nullptr && *algo) {
     std::optional<Algorithm> parsed = ParseAlgorithm(algo);
     if (!parsed) {
-      return InvalidArgument(
-          std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo +
-          "' is not auto, ring, reduction-server, halving-doubling, shared-memory or "
-          "hierarchical");
+      return InvalidArgument(std::string("COHORT_ALLREDUCE_ALGORITHM='") + algo + "' is not " +
+                             AlgorithmChoice());
     }
     options->algorithm = *parsed;
   }
@@ -337,6 +337,9 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
     }
     case Algorithm::kHalvingDoubling:
       s = HalvingDoublingAllreduce(*transport_, o);
+      break;
+    case Algorithm::kRecursiveDoubling:
+      s = RecursiveDoublingAllreduce(*transport_, o);
       break;
     case Algorithm::kSharedMemory:
       s = shared_memory_->Allreduce(o);

@@ -10,7 +10,8 @@
 // 0, serves the bootstrap store there), RANK, WORLD_SIZE (workers incl. the chief; reducers are not
 // counted), COHORT_NUM_REDUCERS (0 or unset: ring), COHORT_COMM_TIMEOUT_MS (optional, default
 // 60000), COHORT_CHUNK_BYTES (optional), COHORT_ALLREDUCE_ALGORITHM (optional: auto, ring,
-// reduction-server, halving-doubling, shared-memory), COHORT_WIRE_DTYPE (optional: bf16, f16).
+// reduction-server, halving-doubling, recursive-doubling, shared-memory, hierarchical),
+// COHORT_WIRE_DTYPE (optional: bf16, f16).
 // Reducers also read COHORT_REDUCER_INDEX.
 //
 // Generations (generation.h): the chief publishes a fresh generation on every Create and the
@@ -106,18 +107,19 @@ struct CommunicatorOptions {
   // shares this host. Environment: COHORT_RS_MAX_FLOWS.
   int max_flows = -1;
   // What Allreduce(kAuto) runs: kAuto chooses (AutoAlgorithm); kRing, kReductionServer (when
-  // the job has reducers), kHalvingDoubling (a power-of-two number of workers) or kSharedMemory
-  // (when shared_memory_available()) or kHierarchical (when hierarchical_available()) pins it.
-  // Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|halving-doubling|
-  // shared-memory|hierarchical, like NCCL_ALGO.
+  // the job has reducers), kHalvingDoubling (a power-of-two number of workers),
+  // kRecursiveDoubling, kSharedMemory (when shared_memory_available()) or kHierarchical (when
+  // hierarchical_available()) pins it. Environment: COHORT_ALLREDUCE_ALGORITHM=auto|ring|
+  // reduction-server|halving-doubling|recursive-doubling|shared-memory|hierarchical, like
+  // NCCL_ALGO.
   Algorithm algorithm = Algorithm::kAuto;
   // Wire compression: kBF16 or kF16 sends float32 all-reduce buffers to the reducers and back in
   // that type (half the bytes); the reducers reduce in float32 and round once on the way back, so
   // every worker ends with identical bytes (reduction_server.h, "Wire compression"). It applies
   // wherever the Reduction Server runs (pinned, or what kAuto picks across hosts for a job with
-  // reducers). The peer-to-peer all-reduces (ring, halving-doubling, hierarchical) and the
-  // one-host shared-memory one move float32 as it is (exact sums; on one host there is no link to
-  // save), as do other data types and the other collectives. kF32: off.
+  // reducers). The peer-to-peer all-reduces (ring, halving-doubling, recursive-doubling,
+  // hierarchical) and the one-host shared-memory one move float32 as it is (exact sums; on one
+  // host there is no link to save), as do other data types and the other collectives. kF32: off.
   // Environment: COHORT_WIRE_DTYPE=bf16|f16 (f32, none or empty: off).
   DataType wire_dtype = DataType::kF32;
   // Namespace of this communicator's bootstrap keys.

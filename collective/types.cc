@@ -25,7 +25,8 @@ constexpr EnumName<Algorithm> kAlgorithmNames[] = {
     {Algorithm::kRing, "ring"},
     {Algorithm::kHalvingDoubling, "halving-doubling"},
     {Algorithm::kSharedMemory, "shared-memory"},
-    {Algorithm::kHierarchical, "hierarchical"}};
+    {Algorithm::kHierarchical, "hierarchical"},
+    {Algorithm::kRecursiveDoubling, "recursive-doubling"}};
 constexpr EnumName<Algorithm> kAlgorithmAliases[] = {
     {Algorithm::kReductionServer, "rs"}, {Algorithm::kReductionServer, "reduction_server"}};
 
@@ -57,6 +58,8 @@ std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
   if (auto a = ValueIn(kAlgorithmNames, name)) return a;
   return ValueIn(kAlgorithmAliases, name);
 }
+
+std::string AlgorithmChoice() { return ChoiceOf(kAlgorithmNames); }
 
 bool IsValid(DataType type) { return static_cast<uint8_t>(type) <= 5; }
 bool IsValid(ReduceOp op) { return static_cast<uint8_t>(op) <= 4; }

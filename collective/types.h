@@ -19,6 +19,7 @@ enum class Algorithm : uint8_t {
   kHalvingDoubling = 3,
   kSharedMemory = 4,
   kHierarchical = 5,
+  kRecursiveDoubling = 6,
 };
 
 // Bytes per element.
@@ -29,9 +30,13 @@ std::optional<DataType> ParseDataType(std::string_view name);
 // "sum", "avg", "min", "max", "product" (also parsed: "prod").
 std::string_view ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(std::string_view name);
-// "auto", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical".
+// "auto", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical",
+// "recursive-doubling".
 std::string_view AlgorithmName(Algorithm algo);
 std::optional<Algorithm> ParseAlgorithm(std::string_view name);
+// The algorithms' names as a choice for a message: "auto, reduction-server, ... or
+// recursive-doubling".
+std::string AlgorithmChoice();
 
 bool IsValid(DataType type);
 bool IsValid(ReduceOp op);

@@ -78,8 +78,13 @@ FlightOp ParseFlightOp(std::string_view name) {
 }
 
 std::string_view FlightAlgorithmName(uint8_t algorithm) {
-  static constexpr std::string_view kNames[] = {
-      "", "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical"};
+  static constexpr std::string_view kNames[] = {"",
+                                                "reduction-server",
+                                                "ring",
+                                                "halving-doubling",
+                                                "shared-memory",
+                                                "hierarchical",
+                                                "recursive-doubling"};
   return algorithm < std::size(kNames) ? kNames[algorithm] : "";
 }
 

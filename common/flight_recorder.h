@@ -102,7 +102,8 @@ FlightOp ParseFlightOp(std::string_view name);
 
 // The all-reduce algorithm that ran, with collective::Algorithm's values (collective/types.h;
 // communicator.cc asserts they agree). 0: none (other operations).
-// "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical"; "" for 0.
+// "reduction-server", "ring", "halving-doubling", "shared-memory", "hierarchical",
+// "recursive-doubling"; "" for 0.
 std::string_view FlightAlgorithmName(uint8_t algorithm);
 // The element type, with collective::DataType's values + 1 (0: none, e.g. a barrier).
 // "f32", "f64", "f16", "bf16", "i32", "i64"; "" for 0.

@@ -49,6 +49,8 @@ std::string ImplName(const AllreduceBenchOptions& o) {
       return "cohort-rs";
     case Algorithm::kHalvingDoubling:
       return "cohort-hd";
+    case Algorithm::kRecursiveDoubling:
+      return "cohort-rd";
     case Algorithm::kSharedMemory:
       return "cohort-shm";
     case Algorithm::kHierarchical:
@@ -406,9 +408,9 @@ int RunThreads(const AllreduceBenchOptions& o) {
 void PrintAllreduceUsage() {
   std::printf(
       "usage: cohort-bench allreduce [--algo "
-      "reduction-server|ring|halving-doubling|shared-memory|\n"
-      "         hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M] [--dtype "
-      "f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "reduction-server|ring|halving-doubling|recursive-doubling|\n"
+      "         shared-memory|hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M]\n"
+      "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
       "[--json] [--overlap] [--gap-ms G]\n"
@@ -426,10 +428,11 @@ void PrintAllreduceUsage() {
       "runs what Communicator picks for the job (Communicator::AutoAlgorithm: shared-memory when\n"
       "every worker shares one host with UCX shared memory allowed; hierarchical when several "
       "hosts\n"
-      "have as many workers each (at least two); else halving-doubling up\n"
-      "to 64K among a power-of-two number of workers, else reduction-server with reducers, ring\n"
-      "without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by default the\n"
-      "communicator picks it (1M when every rank shares the host over shared memory, else 128K).\n"
+      "have as many workers each (at least two); else recursive-doubling up to 8K, halving-\n"
+      "doubling up to 64K among a power-of-two number of workers, else reduction-server with\n"
+      "reducers, ring without). --chunk-bytes: the pipeline unit (and shared-memory's slot); by\n"
+      "default the communicator picks it (1M when every rank shares the host over shared memory,\n"
+      "else 128K).\n"
       "--device cuda: each worker's buffer is cudaMalloc memory on device 0, staged by the\n"
       "communicator through pinned host memory; time_us counts the copies.\n"
       "--wire-dtype bf16|f16: f32 buffers cross to the reducers and back in that type, reduced\n"
@@ -509,7 +512,8 @@ bool ParseAllreduceArgs(const std::vector<std::string>& args, AllreduceBenchOpti
   if (*help) return true;
   if (!CheckSweepAndRank("cohort-bench", sizes, &o->sizes, o->rank, o->bootstrap)) return false;
   if (o->algo == Algorithm::kRing || o->algo == Algorithm::kHalvingDoubling ||
-      o->algo == Algorithm::kSharedMemory || o->algo == Algorithm::kHierarchical) {
+      o->algo == Algorithm::kRecursiveDoubling || o->algo == Algorithm::kSharedMemory ||
+      o->algo == Algorithm::kHierarchical) {
     o->reducers = 0;
   }
   if (o->gap_ms > 0 && o->overlap) {

@@ -39,7 +39,7 @@ def load_run(d):
 def main(argv):
     dirs = [a for a in argv if not a.startswith("--")]
     runs = [load_run(d) for d in dirs]
-    ours = [i for i in ("cohort-rs", "cohort-ring", "cohort-hd", "cohort-shm", "cohort-hier", "cohort-auto") if any((i, s) in r for r, _ in runs for (_, s) in r)]
+    ours = [i for i in ("cohort-rs", "cohort-ring", "cohort-hd", "cohort-rd", "cohort-shm", "cohort-hier", "cohort-auto") if any((i, s) in r for r, _ in runs for (_, s) in r)]
     peers = [p for p in ("mpi", "gloo") if any(k[0] == p for r, _ in runs for k in r)]
     sizes = sorted({s for r, _ in runs for (_, s) in r})
     has_link = all(l is not None for _, l in runs)

@@ -52,7 +52,8 @@ _DTYPES = {
 }
 _BF16 = 3
 _OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "product": 4}
-_ALGORITHMS = {"auto": 0, "reduction-server": 1, "ring": 2, "halving-doubling": 3, "shared-memory": 4, "hierarchical": 5}
+_ALGORITHMS = {"auto": 0, "reduction-server": 1, "ring": 2, "halving-doubling": 3, "shared-memory": 4, "hierarchical": 5,
+               "recursive-doubling": 6}
 
 
 class CollectiveError(RuntimeError):
@@ -222,11 +223,11 @@ class Communicator:
     def allreduce(self, array, op="sum", algorithm="auto", dtype=None):
         """Reduces `array` in place across the workers and returns it. op: sum, avg, min, max,
         product; algorithm: auto, reduction-server, ring, halving-doubling (a power-of-two number of
-        workers), shared-memory (every worker on one host), hierarchical (several hosts with as many
-        workers each); dtype="bf16" for bfloat16 bits in a uint16 array."""
+        workers), recursive-doubling, shared-memory (every worker on one host), hierarchical (several
+        hosts with as many workers each); dtype="bf16" for bfloat16 bits in a uint16 array."""
         code = _dtype_code(array, dtype, "allreduce", writable=True)
         if algorithm not in _ALGORITHMS:
-            raise ValueError(f"unknown algorithm {algorithm!r} (auto, reduction-server, ring, halving-doubling, shared-memory, hierarchical)")
+            raise ValueError(f"unknown algorithm {algorithm!r} ({', '.join(_ALGORITHMS)})")
         _check(_library().cohort_allreduce(self._live(), _ptr(array), array.size, code, _op_code(op),
                                            _ALGORITHMS[algorithm]))
         return array

@@ -204,9 +204,8 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
   options.timeout = timeout;
   if (!config.algorithm.empty()) {
     const auto algorithm = collective::ParseAlgorithm(config.algorithm);
-    TORCH_CHECK(
-        algorithm.has_value(), "cohort: Options.algorithm '", config.algorithm,
-        "' is not auto, ring, reduction-server, halving-doubling, shared-memory or hierarchical");
+    TORCH_CHECK(algorithm.has_value(), "cohort: Options.algorithm '", config.algorithm, "' is not ",
+                collective::AlgorithmChoice());
     options.algorithm = *algorithm;
   }
   if (config.chunk_bytes != 0) options.chunk_bytes = config.chunk_bytes;

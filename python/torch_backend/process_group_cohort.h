@@ -29,7 +29,7 @@
 // allreduce_coalesced that does not run on the Reduction Server first all-gathers a small
 // descriptor (count, dtype, op) and fails naming the rank that disagrees;
 // COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round. Ranks whose sizes differ so
-// much that they pick different algorithms (a small call by halving-doubling, a large one on the
+// much that they pick different algorithms (a small call by recursive doubling, a large one on the
 // reducers) wait for each other in vain and fail at the timeout.
 // Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
 // dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so

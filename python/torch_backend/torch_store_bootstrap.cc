@@ -150,7 +150,7 @@ StatusOr<std::string> WhereReducersJoin(const c10::intrusive_ptr<c10d::Store>& s
         kind +
         ", which `python3 -m cohort.torch.reducer` cannot join: reducers join a TCPStore "
         "(init_method env:// or tcp://, torchrun); without reducers the all-reduce runs as a "
-        "ring or halving-doubling");
+        "ring, halving-doubling or recursive-doubling");
   }
   std::string address;
   if (auto* tcp = dynamic_cast<c10d::TCPStore*>(innermost.get())) {

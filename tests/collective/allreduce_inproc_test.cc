@@ -65,7 +65,7 @@ TEST_P(InprocAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsBitIden
   RunJob(
       workers, reducers, 4096,
       [&](Communicator& comm, std::vector<std::string>* f) {
-        std::vector<Algorithm> algos = {Algorithm::kAuto};
+        std::vector<Algorithm> algos = {Algorithm::kAuto, Algorithm::kRecursiveDoubling};
         if (reducers > 0) algos.push_back(Algorithm::kRing);
         if (HalvingDoublingFits(workers)) algos.push_back(Algorithm::kHalvingDoubling);
         for (Algorithm algo : algos) {
@@ -192,7 +192,8 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
 }
 
 // Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
-// by halving-doubling when the worker count allows, large ones by the Reduction Server or the ring;
+// by recursive doubling, then by halving-doubling when the worker count allows, large ones by the
+// Reduction Server or the ring;
 // only the Reduction Server's calls check agreement themselves.
 TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
   for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {

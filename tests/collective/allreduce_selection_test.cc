@@ -60,7 +60,7 @@ TEST(AllreduceSelectionTest, SharedMemoryComesFirstThenTheHierarchy) {
   AllreduceSupport hosts = Across(4, 4);
   hosts.host_groups = true;
   EXPECT_EQ(SelectAllreduceAlgorithm(hosts, Algorithm::kAuto, 1024), Algorithm::kHierarchical)
-      << "the hierarchy wins over halving-doubling, even for small buffers";
+      << "the hierarchy wins over recursive doubling, even for small buffers";
   EXPECT_EQ(SelectAllreduceAlgorithm(hosts, Algorithm::kAuto, SIZE_MAX), Algorithm::kHierarchical);
 }
 
@@ -70,6 +70,9 @@ TEST(AllreduceSelectionTest, APinnedAlgorithmRunsWhereItCanElseTheRing) {
   EXPECT_EQ(SelectAllreduceAlgorithm(none, Algorithm::kHalvingDoubling, 8),
             Algorithm::kHalvingDoubling)
       << "pinned as it is: Allreduce refuses it for 3 workers, naming why";
+  EXPECT_EQ(SelectAllreduceAlgorithm(none, Algorithm::kRecursiveDoubling, SIZE_MAX),
+            Algorithm::kRecursiveDoubling)
+      << "pinned: any size, any number of workers";
   EXPECT_EQ(SelectAllreduceAlgorithm(none, Algorithm::kSharedMemory, 8), Algorithm::kRing);
   EXPECT_EQ(SelectAllreduceAlgorithm(none, Algorithm::kHierarchical, 8), Algorithm::kRing);
   EXPECT_EQ(SelectAllreduceAlgorithm(none, Algorithm::kReductionServer, 8), Algorithm::kRing);

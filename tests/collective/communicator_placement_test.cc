@@ -175,10 +175,10 @@ TEST(CommunicatorPlacementTest, HostsOfEquallyManyWorkersRunTheHierarchicalAllre
 }
 
 TEST(CommunicatorPlacementTest, WithoutSharedMemoryOrEqualHostsTheNetworkAlgorithmsRun) {
-  // Uneven hosts: no hierarchy; small buffers by halving-doubling (4 workers), large by the ring.
+  // Uneven hosts: no hierarchy; small buffers by recursive doubling, large by the ring.
   RunOn(Hosts({"a", "a", "a", "b"}, true), 4, 0, [](auto& comms) {
     ExpectChoices(comms,
-                  {.shm = false, .hierarchy = false, .small = kHalvingDoubling, .large = kRing});
+                  {.shm = false, .hierarchy = false, .small = kRecursiveDoubling, .large = kRing});
   });
   // One host, shared memory not allowed (UCX_TLS=tcp): as across hosts.
   RunOn(Placement::OneHost(2, false), 2, 0, [](auto& comms) {

@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "collective/algorithms/recursive_doubling.h"
 #include "collective/algorithms/reduction_server.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/transport/faulty_transport.h"
@@ -34,10 +35,14 @@ ReductionServerOptions ReducerOptions(int workers, int reducers) {
   return so;
 }
 
-// Runs `rounds` all-reduces on each worker; worker/reducer `victim` gets `plan`. Returns each
-// rank's first error (or OK) and when it came, relative to its round's start.
-std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan,
-                                  int rounds) {
+using AllreduceFunction = Status (*)(Transport&, const AllreduceOptions&);
+
+// Runs `rounds` all-reduces on each worker (by `allreduce`; by default the Reduction Server with
+// reducers, else the ring); worker/reducer `victim` gets `plan`. Returns each rank's first error
+// (or OK) and when it came, relative to its round's start.
+std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPlan plan, int rounds,
+                                  AllreduceFunction allreduce = nullptr) {
+  if (allreduce == nullptr) allreduce = reducers > 0 ? ReductionServerAllreduce : RingAllreduce;
   LoopbackFabric fabric(workers + reducers);
   std::vector<std::unique_ptr<Transport>> base;
   for (int r = 0; r < workers + reducers; ++r) base.push_back(fabric.CreateTransport(r));
@@ -74,8 +79,7 @@ std::vector<Outcome> RunWithFault(int workers, int reducers, int victim, FaultPl
       o.num_workers = workers;
       o.num_reducers = reducers;
       const auto start = SteadyClock::now();
-      Status s =
-          reducers > 0 ? ReductionServerAllreduce(transport(r), o) : RingAllreduce(transport(r), o);
+      Status s = allreduce(transport(r), o);
       if (!s.ok()) {
         out[r].status = s;
         out[r].elapsed = SteadyClock::now() - start;
@@ -114,6 +118,23 @@ TEST(FaultTest, DeadWorkerFailsTheRing) {
   auto out = RunWithFault(5, 0, 2, plan, 5);
   ExpectSurvivorsFailInTime(out, 5, 2);
   EXPECT_EQ(out[3].status.code(), StatusCode::kUnavailable) << out[3].status.ToString();
+}
+
+// Five workers: worker 0 folds into worker 1 and waits for the result; 1-4 exchange. Whichever
+// dies, every survivor fails by its deadline, and a partner of the dead one sees it gone.
+TEST(FaultTest, DeadWorkerFailsRecursiveDoubling) {
+  for (int victim : {0, 1, 3}) {
+    FaultPlan plan;
+    plan.die_after_ops = 5;  // in the second or third round
+    auto out = RunWithFault(5, 0, victim, plan, 5, RecursiveDoublingAllreduce);
+    ExpectSurvivorsFailInTime(out, 5, victim);
+    const int partner = victim == 0 ? 1 : victim == 1 ? 0 : 4;  // 3 <-> 4 at distance 1
+    EXPECT_EQ(out[partner].status.code(), StatusCode::kUnavailable)
+        << "victim " << victim << ": " << out[partner].status.ToString();
+    EXPECT_NE(out[partner].status.message().find("worker " + std::to_string(victim)),
+              std::string::npos)
+        << out[partner].status.ToString();
+  }
 }
 
 TEST(FaultTest, DeadWorkerFailsTheReductionServer) {

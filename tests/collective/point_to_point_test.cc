@@ -317,9 +317,9 @@ TEST(PointToPointTest, ReceiveFromAnyWorkerFailsInTimeAndNamesAMismatchedSender)
       "peer 2 is gone");
 }
 
-// kProduct: the kernel on every type, then through the ring, halving-doubling, the Reduction
-// Server, reduce-scatter and reduce, exact (the inputs are powers of two) and bit-identical on
-// every worker.
+// kProduct: the kernel on every type, then through the ring, halving-doubling, recursive doubling,
+// the Reduction Server, reduce-scatter and reduce, exact (the inputs are powers of two) and
+// bit-identical on every worker.
 TEST(ProductTest, KernelMultipliesEveryTypeExactly) {
   for (DataType type : testing::kAllTypes) {
     const int n = 9;
@@ -353,7 +353,7 @@ TEST(ProductTest, EveryReducingAlgorithmMultipliesExactly) {
         workers, reducers, milliseconds(30000),
         [&](Communicator& comm, std::vector<std::string>* f) {
           const int n = comm.size();
-          std::vector<Algorithm> algos = {Algorithm::kRing};
+          std::vector<Algorithm> algos = {Algorithm::kRing, Algorithm::kRecursiveDoubling};
           if (HalvingDoublingFits(n)) algos.push_back(Algorithm::kHalvingDoubling);
           if (comm.num_reducers() > 0) algos.push_back(Algorithm::kReductionServer);
           for (DataType type : testing::kAllTypes) {

@@ -43,7 +43,7 @@ def worker_main():
         if comm.rank != rank or comm.size != n:
             failures.append(f"rank/size {comm.rank}/{comm.size}, expected {rank}/{n}")
         # Every process runs on this host with UCX's default transports: shared memory is there.
-        for algorithm in ("reduction-server", "ring", "shared-memory"):
+        for algorithm in ("reduction-server", "ring", "recursive-doubling", "shared-memory"):
             for dtype in dtypes:
                 for op in OPS:
                     for count in COUNTS:

@@ -17,15 +17,21 @@ struct AcrossHostsCase {
 };
 
 inline constexpr AcrossHostsCase kAcrossHostsCases[] = {
-    {4, 2, 0, Algorithm::kHalvingDoubling},
+    {4, 2, 0, Algorithm::kRecursiveDoubling},
+    {4, 2, kRecursiveDoublingAllreduceMaxBytes, Algorithm::kRecursiveDoubling},
+    {4, 2, kRecursiveDoublingAllreduceMaxBytes + 1, Algorithm::kHalvingDoubling},
     {4, 2, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
     {4, 2, kHalvingDoublingMaxBytes + 1, Algorithm::kReductionServer},
     {4, 2, SIZE_MAX, Algorithm::kReductionServer},
-    {3, 2, 1024, Algorithm::kReductionServer},  // not a power of two
-    {4, 0, 1024, Algorithm::kHalvingDoubling},
+    // Not a power of two: recursive doubling folds the extra workers in, halving-doubling cannot.
+    {3, 2, 1024, Algorithm::kRecursiveDoubling},
+    {3, 2, kRecursiveDoublingAllreduceMaxBytes + 1, Algorithm::kReductionServer},
+    {4, 0, 1024, Algorithm::kRecursiveDoubling},
+    {4, 0, kHalvingDoublingMaxBytes, Algorithm::kHalvingDoubling},
     {4, 0, size_t{1} << 20, Algorithm::kRing},
-    {1, 0, 8, Algorithm::kHalvingDoubling},  // one worker: 2^0
-    {6, 0, 8, Algorithm::kRing},
+    {1, 0, 8, Algorithm::kRecursiveDoubling},
+    {6, 0, 8, Algorithm::kRecursiveDoubling},
+    {6, 0, kRecursiveDoublingAllreduceMaxBytes + 1, Algorithm::kRing},
 };
 
 }  // namespace cohort::collective::testing

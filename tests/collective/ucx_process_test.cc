@@ -36,6 +36,7 @@ int WorkerCorrectnessMain(int rank, int reducers) {
   std::vector<Algorithm> algos = {Algorithm::kAuto};
   if ((*comm)->AutoAlgorithm() != Algorithm::kRing) algos.push_back(Algorithm::kRing);
   if (HalvingDoublingFits((*comm)->size())) algos.push_back(Algorithm::kHalvingDoubling);
+  algos.push_back(Algorithm::kRecursiveDoubling);
   // Over sm every rank shares this host: the shared-memory all-reduce must be there (and is what
   // kAuto runs without reducers); over tcp it must not be.
   if ((*comm)->shared_memory_available() != (std::getenv("UCX_TLS") == std::string("sm"))) {

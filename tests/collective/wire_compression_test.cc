@@ -5,7 +5,8 @@
 // widen(round(x_w)))) in float32, so every worker holds identical bytes; for sums that is within
 // one wire rounding of the exact sum of the rounded inputs (plus float32 accumulation) and within
 // the inputs' rounding of the exact float32 sum. Half the bytes: a worker sends 2 bytes per
-// element, a reducer returns 2. Elsewhere (ring, halving-doubling) float32 moves as it is.
+// element, a reducer returns 2. Elsewhere (ring, halving-doubling, recursive doubling) float32
+// moves as it is.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -243,8 +244,9 @@ TEST(WireCompressionBytesTest, HalfTheBytesEachWay) {
   }
 }
 
-// The ring and halving-doubling move float32 as it is: an input whose float32 sum is exact but
-// whose bf16 rounding is not comes back exact from them and rounded from the Reduction Server.
+// The ring, halving-doubling and recursive doubling move float32 as it is: an input whose float32
+// sum is exact but whose bf16 rounding is not comes back exact from them and rounded from the
+// Reduction Server.
 TEST(WireCompressionScopeTest, PeerToPeerAlgorithmsStayExactFloat32) {
   CommunicatorOptions options;
   options.timeout = milliseconds(30000);
@@ -254,8 +256,8 @@ TEST(WireCompressionScopeTest, PeerToPeerAlgorithmsStayExactFloat32) {
       4, 2, options,
       [&](Communicator& comm, std::vector<std::string>* f) {
         const float x = 1.0f + std::ldexp(1.0f, -20);  // needs 21 mantissa bits
-        for (Algorithm algo :
-             {Algorithm::kRing, Algorithm::kHalvingDoubling, Algorithm::kReductionServer}) {
+        for (Algorithm algo : {Algorithm::kRing, Algorithm::kHalvingDoubling,
+                               Algorithm::kRecursiveDoubling, Algorithm::kReductionServer}) {
           std::vector<float> v(1000, x);
           Status s = comm.Allreduce(v.data(), v.size(), DataType::kF32, ReduceOp::kSum, algo);
           if (!s.ok()) return f->push_back(s.ToString());

@@ -10,7 +10,7 @@ Where the peers come from:
 - Inside a Cohort job (COHORT_BOOTSTRAP_ADDR is set), the default process group joins the job's
   communicator: Cohort's bootstrap store and the job's reducer pool (Reduction Server).
 - Elsewhere (torchrun, or MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE), through the store torch hands
-  the backend: ring or halving-doubling all-reduce, or the Reduction Server when COHORT_NUM_REDUCERS
+  the backend: ring, halving-doubling or recursive-doubling all-reduce, or the Reduction Server when COHORT_NUM_REDUCERS
   (or Options(num_reducers=...)) asks for reducers, started on any host with
       python3 -m cohort.torch.reducer --store MASTER_ADDR:MASTER_PORT
   once per reducer (under torchrun: its static rendezvous, --master_addr/--master_port, whose
@@ -18,7 +18,7 @@ Where the peers come from:
   never use reducers.
 
 Tuning, as for the C++ communicator: COHORT_ALLREDUCE_ALGORITHM=auto|ring|reduction-server|
-halving-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
+halving-doubling|recursive-doubling|shared-memory|hierarchical pins the all-reduce (auto picks per call),
 COHORT_CHUNK_BYTES, COHORT_RS_MAX_FLOWS (1 across hosts, with UCX_TCP_SNDBUF 128k for jobs with
 reducers: see the README), COHORT_TORCH_CHECK_CALLS, COHORT_TORCH_OVERLAP, and
 COHORT_WIRE_DTYPE=bf16|f16 (float32 all-reduces cross to the reducers compressed; the reducers sum
