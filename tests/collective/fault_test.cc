@@ -125,7 +125,7 @@ TEST(FaultTest, DeadWorkerFailsTheRing) {
 TEST(FaultTest, DeadWorkerFailsRecursiveDoubling) {
   for (int victim : {0, 1, 3}) {
     FaultPlan plan;
-    plan.die_after_ops = 5;  // in the second or third round
+    plan.die_after_ops = 5;  // round 3 for worker 0 (2 calls a round), 1 for 1 (6), 2 for 3 (4)
     auto out = RunWithFault(5, 0, victim, plan, 5, RecursiveDoublingAllreduce);
     ExpectSurvivorsFailInTime(out, 5, victim);
     const int partner = victim == 0 ? 1 : victim == 1 ? 0 : 4;  // 3 <-> 4 at distance 1

@@ -2772,6 +2772,8 @@ SCENARIOS = {
     # name: (workers, reducers, extra environment, ranks not started, worker function)
     "ops": (3, 0, {}, (), scenario_ops),
     "ops-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_ops),
+    # What kAuto runs for small buffers across hosts (on one host it would pick shared memory).
+    "ops-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (), scenario_ops),
     # CPU tensors; the GPUs are hidden because torch 2.x's PowerSGD hook calls
     # torch.cuda.synchronize(the bucket's device) whenever CUDA is available, which fails for a CPU
     # bucket (on gloo too).
