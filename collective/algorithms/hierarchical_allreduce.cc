@@ -1,6 +1,8 @@
 #include "collective/algorithms/hierarchical_allreduce.h"
 
+#include "collective/algorithms/recursive_doubling.h"
 #include "collective/algorithms/ring_allreduce.h"
+#include "collective/allreduce_selection.h"
 #include "collective/transport/subset_transport.h"
 
 namespace cohort::collective {
@@ -16,10 +18,14 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
   ring.op = options.op == ReduceOp::kAvg ? ReduceOp::kSum : options.op;
   ring.num_workers = hosts.size();
   ring.num_reducers = 0;
+  // A host's link carries all its workers' slices at once, the whole buffer: small buffers go by
+  // the fewest steps, as a flat all-reduce of that size would.
+  const bool few_steps =
+      options.count * DataTypeSize(options.type) <= kRecursiveDoublingAllreduceMaxBytes;
   auto reduce_across = [&](void* slice, size_t count) {
     ring.data = slice;
     ring.count = count;
-    return RingAllreduce(hosts, ring);
+    return few_steps ? RecursiveDoublingAllreduce(hosts, ring) : RingAllreduce(hosts, ring);
   };
   return local.Allreduce(options, reduce_across, options.num_workers);
 }

@@ -1,11 +1,13 @@
 // Hierarchical all-reduce for jobs with several workers on each of several hosts (a node's GPUs):
 // the workers of a host sum their buffers through shared memory, each ending with one slice of the
 // host's sum (SharedMemoryGroup); the workers with the same local rank on every host all-reduce
-// that slice with a ring over the transport; each worker publishes the result and copies the other
-// slices from its host's peers. A host's link then carries 2(H-1)/H of the buffer each way for
-// H hosts, however many workers it has, where a flat ring or Reduction Server sends every worker's
-// bytes through it. Sums run in local-rank order within a host, then in ring order across hosts:
-// bit-identical run to run for a fixed placement.
+// that slice with a ring over the transport (by recursive doubling, log2(H) steps instead of the
+// ring's 2(H-1), for buffers up to kRecursiveDoublingAllreduceMaxBytes); each worker publishes the
+// result and copies the other slices from its host's peers. A host's link then carries 2(H-1)/H of
+// the buffer each way for H hosts, however many workers it has, where a flat ring or Reduction
+// Server sends every worker's bytes through it. Sums run in local-rank order within a host, then
+// in ring (or recursive doubling's) order across hosts: bit-identical run to run for a fixed
+// placement.
 #pragma once
 
 #include <vector>

@@ -38,7 +38,8 @@ TEST_P(HierarchicalAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
   for (int w = 0; w < n; ++w) ASSERT_NE(groups[w], nullptr) << "worker " << w << " has no group";
 
   std::vector<uint32_t> seq(n, 0);
-  // 0; fewer elements than workers; one slot; several slots with a partial last one.
+  // 0; fewer elements than workers; one slot (at most 8 KiB: recursive doubling across hosts);
+  // several slots with a partial last one (the ring across hosts).
   const auto failures = testing::CheckEveryCase(
       n, {0, 3, 1001, 70001}, [&](int w, void* data, size_t count, DataType type, ReduceOp op) {
         std::vector<int> across;
