@@ -48,8 +48,12 @@ TEST(CApiTest, SingleWorkerFromEnvironment) {
             COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("shared memory"), std::string::npos)
       << cohort_last_error();
-  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_HIERARCHICAL + 1),
-            COHORT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_RECURSIVE_DOUBLING),
+            COHORT_OK);
+  EXPECT_EQ(v[2], 3.0f);
+  EXPECT_EQ(
+      cohort_allreduce(comm, v, 3, COHORT_F32, COHORT_SUM, COHORT_ALGO_RECURSIVE_DOUBLING + 1),
+      COHORT_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cohort_last_error()).find("unknown algorithm"), std::string::npos)
       << cohort_last_error();
   DestroySingleWorkerComm(comm);

@@ -45,7 +45,8 @@ TEST(EnumNamesTest, StatusCodesAndFlightRecorderNames) {
   EXPECT_EQ(ParseFlightOp("unknown"), FlightOp::kNone);
   EXPECT_EQ(FlightAlgorithmName(0), "");
   EXPECT_EQ(FlightAlgorithmName(5), "hierarchical");
-  EXPECT_EQ(FlightAlgorithmName(6), "");
+  EXPECT_EQ(FlightAlgorithmName(6), "recursive-doubling");
+  EXPECT_EQ(FlightAlgorithmName(7), "");
   EXPECT_EQ(FlightOutcomeName(FlightOutcome::kFailed), "failed");
   EXPECT_EQ(FlightOutcomeName(FlightOutcome::kNone), "none");
 }
