@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -100,6 +101,40 @@ INSTANTIATE_TEST_SUITE_P(WorkersAndReducers, InprocAllreduceTest,
                            return "w" + std::to_string(std::get<0>(info.param)) + "_r" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+// min and max over a NaN depend on the operands' order (reduce_ops.h); recursive doubling puts the
+// lower rank's value first at every step, so the partners of a step, and every worker, end with the
+// same bytes even then. 3 workers (one folds in) and 4.
+TEST(RecursiveDoublingTest, NaNsUnderMinAndMaxLeaveEveryWorkerWithTheSameBytes) {
+  for (int workers : {3, 4}) {
+    std::vector<std::string> failures;
+    std::mutex mu;
+    std::map<std::string, std::vector<float>> first;
+    RunJob(
+        workers, 0, 4096,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax}) {
+            // Element i is NaN on worker i % workers, a number elsewhere.
+            std::vector<float> v(8);
+            for (size_t i = 0; i < v.size(); ++i) {
+              v[i] = static_cast<int>(i) % comm.size() == comm.rank()
+                         ? std::numeric_limits<float>::quiet_NaN()
+                         : static_cast<float>(comm.rank() + 1);
+            }
+            Status s = comm.Allreduce(v.data(), v.size(), DataType::kF32, op,
+                                      Algorithm::kRecursiveDoubling);
+            if (!s.ok()) return f->push_back(s.ToString());
+            std::lock_guard<std::mutex> lock(mu);
+            auto [it, inserted] = first.emplace(std::string(ReduceOpName(op)), v);
+            if (!inserted && std::memcmp(it->second.data(), v.data(), v.size() * sizeof(float)))
+              f->push_back(std::string(ReduceOpName(op)) + ": worker " +
+                           std::to_string(comm.rank()) + " holds other bytes");
+          }
+        },
+        &failures);
+    for (const auto& f : failures) ADD_FAILURE() << workers << " workers: " << f;
+  }
+}
 
 // The Reduction Server's chunk size (ReductionServerChunkBytes), exactly: chunk_bytes for large
 // calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least
