@@ -193,15 +193,7 @@ inline agent::CgroupManager OwnCgroups(const std::string& node) {
 }
 inline void RemoveOwnCgroups(const agent::CgroupManager& cgroups) {
   if (!cgroups.available()) return;
-  if (DIR* dir = ::opendir(cgroups.base().c_str())) {
-    while (const dirent* entry = ::readdir(dir)) {
-      const std::string name = entry->d_name;
-      if (entry->d_type == DT_DIR && name != "." && name != "..") {
-        (void)agent::CgroupManager::KillAndRemove(cgroups.base() + "/" + name);
-      }
-    }
-    ::closedir(dir);
-  }
+  (void)cgroups.SweepStale({});  // every replica cgroup of the level: none is kept
   ::rmdir(cgroups.base().c_str());
 }
 
