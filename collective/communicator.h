@@ -159,7 +159,10 @@ class Communicator {
   ~Communicator();
 
   // In-place all-reduce of `count` elements at `data` (host memory; device memory too where
-  // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm.
+  // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm. Every worker
+  // passes the same count, type and op; where the algorithm compares them
+  // (AllreduceChecksAgreement) a call that differs fails every worker with kInvalidArgument
+  // naming one whose call differs.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
   // Allreduce in two halves, for a caller that keeps its link busy across consecutive calls (the

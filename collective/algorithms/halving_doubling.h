@@ -17,7 +17,9 @@ constexpr bool HalvingDoublingFits(int workers) {
 }
 
 // Called by every worker (transport rank < options.num_workers) with the same count, type, op and
-// seq; options.num_workers must be a power of two (kInvalidArgument otherwise). Uses a temporary
+// seq; options.num_workers must be a power of two (kInvalidArgument otherwise). Workers whose
+// count, type or op differ all fail with kInvalidArgument naming a worker whose call differs
+// from their own (pairwise_agreement.h), at the end of the reduce-scatter. Uses a temporary
 // buffer of half the count.
 Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& options);
 

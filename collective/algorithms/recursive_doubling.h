@@ -19,7 +19,9 @@
 namespace cohort::collective {
 
 // Called by every worker (transport rank < options.num_workers) with the same count, type, op and
-// seq. Uses a temporary buffer of the whole count.
+// seq. Workers whose count, type or op differ all fail with kInvalidArgument naming a worker whose
+// call differs from their own (pairwise_agreement.h), after the same steps as a call that agrees.
+// Uses a temporary buffer of the whole count.
 Status RecursiveDoublingAllreduce(Transport& transport, const AllreduceOptions& options);
 
 }  // namespace cohort::collective

@@ -136,6 +136,66 @@ TEST(RecursiveDoublingTest, NaNsUnderMinAndMaxLeaveEveryWorkerWithTheSameBytes) 
   }
 }
 
+// Workers whose calls differ (count, type, op, or an empty call against a full one) under
+// recursive doubling and halving-doubling: every worker, the odd one out included, fails with
+// kInvalidArgument naming a worker whose call differs from its own and quoting both calls (not a
+// deadline, nor a result), and is poisoned. The odd one out is a worker that folds in (worker 0
+// where the count is not a power of two), its partner (1), or the last.
+TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers) {
+  struct Variant {
+    std::string name;
+    size_t count;
+    DataType type;
+    ReduceOp op;
+  };
+  const Variant kCommon = {"", 1000, DataType::kF32, ReduceOp::kSum};
+  const std::vector<Variant> odd_calls = {{"count", 1001, DataType::kF32, ReduceOp::kSum},
+                                          {"type", 1000, DataType::kI32, ReduceOp::kSum},
+                                          {"op", 1000, DataType::kF32, ReduceOp::kMax},
+                                          {"empty", 0, DataType::kF32, ReduceOp::kSum}};
+  auto describe = [](const Variant& v) {
+    return std::to_string(v.count) + " " + std::string(DataTypeName(v.type)) + " (" +
+           std::string(ReduceOpName(v.op)) + ")";
+  };
+  const std::vector<std::pair<Algorithm, int>> setups = {
+      {Algorithm::kRecursiveDoubling, 2}, {Algorithm::kRecursiveDoubling, 3},
+      {Algorithm::kRecursiveDoubling, 5}, {Algorithm::kRecursiveDoubling, 6},
+      {Algorithm::kRecursiveDoubling, 8}, {Algorithm::kHalvingDoubling, 2},
+      {Algorithm::kHalvingDoubling, 4},   {Algorithm::kHalvingDoubling, 8}};
+  for (const auto& [algo, workers] : setups) {
+    for (int odd : {0, 1, workers - 1}) {
+      if (odd == 1 && workers == 2) continue;  // the last already
+      for (const Variant& variant : odd_calls) {
+        const std::string name = std::string(AlgorithmName(algo)) + ", " + std::to_string(workers) +
+                                 " workers, worker " + std::to_string(odd) + "'s " + variant.name;
+        std::vector<std::string> failures;
+        RunJob(
+            workers, 0, 4096,
+            [&](Communicator& comm, std::vector<std::string>* f) {
+              const Variant& call = comm.rank() == odd ? variant : kCommon;
+              std::vector<char> data(call.count * DataTypeSize(call.type) + 1);
+              const Status s = comm.Allreduce(data.data(), call.count, call.type, call.op, algo);
+              const std::string& m = s.message();
+              const std::string quoted = comm.rank() == odd ? describe(kCommon) : describe(variant);
+              if (s.code() != StatusCode::kInvalidArgument ||
+                  m.find("the workers disagree") == std::string::npos ||
+                  m.find(" called " + quoted + ", this worker " + describe(call)) ==
+                      std::string::npos ||
+                  (comm.rank() != odd &&
+                   m.find("worker " + std::to_string(odd) + " called") == std::string::npos)) {
+                f->push_back(s.ToString());
+              }
+              const Status after = comm.Barrier();
+              if (after.code() != StatusCode::kAborted)
+                f->push_back("not poisoned: " + after.ToString());
+            },
+            &failures);
+        for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+      }
+    }
+  }
+}
+
 // The Reduction Server's chunk size (ReductionServerChunkBytes), exactly: chunk_bytes for large
 // calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least
 // four per reducer (not below 4 KiB) for small calls.
@@ -228,8 +288,7 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
 
 // Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
 // by recursive doubling, then by halving-doubling when the worker count allows, large ones by the
-// Reduction Server or the ring;
-// only the Reduction Server's calls check agreement themselves.
+// Reduction Server or the ring; all but the ring check agreement themselves.
 TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
   for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {
     std::vector<std::string> failures;
@@ -243,8 +302,12 @@ TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
                          " bytes: " + std::string(AlgorithmName(got)) + ", want " +
                          std::string(AlgorithmName(c.want)));
           }
-          // Only the Reduction Server compares the workers' calls itself.
-          if (comm.AllreduceChecksAgreement(c.bytes) != (c.want == Algorithm::kReductionServer)) {
+          // The Reduction Server, recursive doubling and halving-doubling compare the workers'
+          // calls themselves.
+          const bool checks = c.want == Algorithm::kReductionServer ||
+                              c.want == Algorithm::kRecursiveDoubling ||
+                              c.want == Algorithm::kHalvingDoubling;
+          if (comm.AllreduceChecksAgreement(c.bytes) != checks) {
             f->push_back(std::to_string(c.bytes) + " bytes by " +
                          std::string(AlgorithmName(c.want)) +
                          ": AllreduceChecksAgreement says otherwise");

@@ -96,6 +96,42 @@ INSTANTIATE_TEST_SUITE_P(SharedMemory, UcxProcessTest,
                                            std::make_tuple("sm", 4, 3)),
                          testing::UcxJobName);
 
+// A worker whose all-reduce differs from the others' (worker 1 passes one element more), in a
+// buffer that travels by rendezvous, so the workers that do not take it drain it: every worker,
+// worker 1 too, must fail with kInvalidArgument naming a worker whose call differs (exit 0), not
+// at the 30 s deadline (another code) nor with a result.
+int WorkerDisagreeMain(int rank, Algorithm algo) {
+  setenv("RANK", std::to_string(rank).c_str(), 1);
+  auto comm = Communicator::FromEnvironment();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "worker %d: %s\n", rank, comm.status().ToString().c_str());
+    return 1;
+  }
+  constexpr size_t kCount = 300000;  // 1.2 MB
+  const size_t count = rank == 1 ? kCount + 1 : kCount;
+  std::vector<float> v(count, 1.0f);
+  const Status s = (*comm)->Allreduce(v.data(), count, DataType::kF32, ReduceOp::kSum, algo);
+  const std::string want = rank == 1 ? " called 300000 f32 (sum), this worker 300001 f32"
+                                     : "worker 1 called 300001 f32 (sum), this worker 300000";
+  if (s.code() != StatusCode::kInvalidArgument || s.message().find(want) == std::string::npos) {
+    std::fprintf(stderr, "worker %d: %s\n", rank, s.ToString().c_str());
+    return 2;
+  }
+  return 0;
+}
+
+TEST(UcxAgreementTest, WorkersWhoseCallsDifferAllFailNamingOne) {
+  const std::vector<std::pair<testing::UcxJob, Algorithm>> cases = {
+      {{"tcp", 3, 0}, Algorithm::kRecursiveDoubling},  // worker 1 takes worker 0's fold
+      {{"tcp", 4, 0}, Algorithm::kHalvingDoubling},
+      {{"sm", 5, 0}, Algorithm::kRecursiveDoubling}};
+  for (const auto& [job, algo] : cases) {
+    SCOPED_TRACE(std::get<0>(job) + ", " + std::to_string(std::get<1>(job)) + " workers, " +
+                 std::string(AlgorithmName(algo)));
+    testing::RunUcxJob(job, false, [algo](int rank) { return WorkerDisagreeMain(rank, algo); });
+  }
+}
+
 TEST(CommunicatorEnvTest, AllreduceAlgorithmFromTheEnvironment) {
   // A job of one needs no bootstrap: FromEnvironment builds it at once.
   setenv("RANK", "0", 1);

@@ -1,0 +1,122 @@
+// PairwiseAgreement: how the all-reduces that swap data with one partner at a time (recursive
+// doubling, halving-doubling) learn whether every worker made the same call (count, type, op),
+// within the exchanges they make anyway: no round and no message is added, and a disagreement fails
+// every worker with kInvalidArgument naming a worker whose call differs from its own and both
+// calls, instead of a truncated message, wrong results on some workers, or a wait until the
+// deadline.
+//
+// Each message of data starts with a small header: the sender's call, the size of its data, and a
+// pair of workers whose calls differ when the sender knows one (it saw it itself, or an earlier
+// partner told it). The first kAgreementInlineBytes of the data travel in the header's message,
+// which the receiver takes into a buffer of that fixed size posted before anything is sent, so a
+// peer's message fits whatever its call; data beyond that (large buffers only) follows as a
+// message of its own, received once the header is read. The receiver takes the data only when the
+// header's call matches its own and neither side knew of a disagreement (both sides judge the same
+// two headers alike); otherwise it drains the rest into scratch memory, so every send completes,
+// and from then on it sends no data, only headers.
+//
+// Everyone learns: the steps pair the workers across the dimensions of a hypercube, one dimension
+// a step, and after the step across dimension k every worker whose sub-cube of dimension k + 1
+// holds two different calls knows a disagreement. (By induction: if one half of that sub-cube
+// held one, all its workers knew it and tell their partners across; if each half is uniform and
+// the halves differ, every pair across sees it.) A worker that sits the exchanges out (a worker
+// count that is not a power of two) sends its call with its data and gets the verdict with the
+// result. Cost: 64 bytes a message and a copy of the data that travels inline; a separate header
+// message cost 20-40% of a 1-4 KiB all-reduce across hosts (bench/RESULTS.md, "Agreement").
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collective/algorithms/allreduce_options.h"
+#include "collective/algorithms/collective_call.h"
+
+namespace cohort::collective {
+
+// A header travels on step kAgreementHeaderStep + the step of its data (steps from kMaxDataStep up
+// are headers: collective_call.h); the data beyond the inline part on the data's own step.
+constexpr uint32_t kAgreementHeaderStep = kMaxDataStep + 2;
+// Data that travels in the header's message: all of it for the sizes kAuto sends by recursive
+// doubling (8 KiB) and halving-doubling (64 KiB, half of it in the largest message).
+constexpr size_t kAgreementInlineBytes = size_t{32} << 10;
+
+// One worker's all-reduce call, as headers carry it.
+struct AgreementCall {
+  uint64_t count = 0;
+  uint8_t type = 0;
+  uint8_t op = 0;
+  uint16_t reserved = 0;
+  int32_t rank = -1;  // the worker that made it
+};
+
+struct AgreementHeader {
+  static constexpr uint32_t kMagic = 0x52474141;  // "AAGR"
+  uint32_t magic = kMagic;
+  uint32_t reserved = 0;
+  uint64_t data_bytes = 0;  // the sender's data: inline up to kAgreementInlineBytes (0: none)
+  AgreementCall sender;
+  // Two workers whose calls differ, known to the sender; differ[0].rank < 0: it knows of none.
+  AgreementCall differ[2];
+};
+static_assert(sizeof(AgreementHeader) == 64, "AgreementHeader travels as raw bytes");
+
+// The agreement state of one worker in one call. Not copyable (the transport holds pointers into
+// its buffers); destroy it only after Finish, or after an error.
+class PairwiseAgreement {
+ public:
+  // `what` prefixes errors ("recursive-doubling all-reduce").
+  PairwiseAgreement(Transport& transport, const AllreduceOptions& options, std::string what);
+  PairwiseAgreement(const PairwiseAgreement&) = delete;
+  PairwiseAgreement& operator=(const PairwiseAgreement&) = delete;
+
+  // True once this worker knows that two workers' calls differ: it moves no more data.
+  bool disagreement_known() const { return differ_[0].rank >= 0; }
+
+  // Both ways with `peer` on data step `step`: sends this worker's header with `send` (no data
+  // once a disagreement is known); receives the peer's, with its data into `into` (true: the
+  // caller reduces it) or, when the calls differ or either side knew of a disagreement, drains
+  // whatever the peer sent (false). Returns once both sides' messages are through.
+  StatusOr<bool> Swap(int peer, uint32_t step, ConstBytes send, MutableBytes into);
+  // One way, to `peer`: the header with `data` (none once a disagreement is known). Returns once
+  // posted; Finish waits for the sends.
+  Status Send(int peer, uint32_t step, ConstBytes data);
+  // One way, from `peer`: as Swap's receiving half.
+  StatusOr<bool> Receive(int peer, uint32_t step, MutableBytes into);
+  // Waits for the sends Send posted.
+  Status Finish();
+
+  // OK, or kInvalidArgument naming a worker whose call differs from this worker's, and both
+  // calls, once a disagreement is known.
+  Status Verdict() const;
+
+ private:
+  // Posts the receive of `peer`'s header (and inline data) into inbox_.
+  StatusOr<Request> PostHeaderReceive(int peer, uint32_t step);
+  // Posts this worker's header with `data` to `peer`: inline up to kAgreementInlineBytes, the
+  // rest as a message of its own. The requests go to `out`.
+  Status PostSends(int peer, uint32_t step, ConstBytes data, std::vector<PeerRequest>* out);
+  // Waits for the header posted on `request` from `peer`, checks it, takes in what it tells and
+  // takes or drains the data. `open`: this worker would take data in this step (it knew of no
+  // disagreement when it sent its own header, or, receiving one way, it knows of none).
+  StatusOr<bool> TakeHeader(int peer, uint32_t step, Request& request, bool open,
+                            MutableBytes into);
+  // Isend and Irecv with `peer` on `step`; a refusal names the peer.
+  StatusOr<Request> PostSend(int peer, uint32_t step, ConstBytes data);
+  StatusOr<Request> PostReceive(int peer, uint32_t step, MutableBytes into);
+
+  Transport& transport_;
+  const AllreduceOptions& options_;
+  const std::string what_;
+  const AgreementCall mine_;
+  AgreementCall differ_[2];
+  // A received header and the data inline behind it: one receive at a time.
+  std::unique_ptr<char[]> inbox_;
+  // Sent headers with their inline data, kept while their sends are posted.
+  std::deque<std::unique_ptr<char[]>> outboxes_;
+  std::vector<PeerRequest> sends_;  // Send's, waited for by Finish
+};
+
+}  // namespace cohort::collective
