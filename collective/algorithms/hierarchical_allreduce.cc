@@ -1,5 +1,7 @@
 #include "collective/algorithms/hierarchical_allreduce.h"
 
+#include <string>
+
 #include "collective/algorithms/recursive_doubling.h"
 #include "collective/algorithms/ring_allreduce.h"
 #include "collective/allreduce_selection.h"
@@ -25,7 +27,13 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
   auto reduce_across = [&](void* slice, size_t count) {
     ring.data = slice;
     ring.count = count;
-    return few_steps ? RecursiveDoublingAllreduce(hosts, ring) : RingAllreduce(hosts, ring);
+    const Status s =
+        few_steps ? RecursiveDoublingAllreduce(hosts, ring) : RingAllreduce(hosts, ring);
+    if (s.ok()) return s;
+    // Its "worker i" is the i-th of `across`.
+    std::string workers;
+    for (int w : across) workers += (workers.empty() ? "" : ", ") + std::to_string(w);
+    return s.WithContext("across hosts, among workers " + workers + " (worker i: the i-th)");
   };
   return local.Allreduce(options, reduce_across, options.num_workers);
 }
