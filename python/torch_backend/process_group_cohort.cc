@@ -797,6 +797,11 @@ bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
   return allreduce_choice_.ChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
 }
 
+bool ProcessGroupCohort::OnReductionServer(const StagedTensor& t) const {
+  return allreduce_choice_.For(t.numel() * collective::DataTypeSize(t.type())) ==
+         collective::Algorithm::kReductionServer;
+}
+
 Status ProcessGroupCohort::CheckAgreement(
     const std::vector<int64_t>& descriptor,
     const std::function<std::string(const std::vector<int64_t>&)>& what) {
@@ -823,7 +828,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
-  if (overlap_ && LibraryChecks(*staged)) {
+  if (overlap_ && OnReductionServer(*staged)) {
     return EnqueueDeferred(
         c10d::OpType::ALLREDUCE, "allreduce", tensors,
         [this, staged, op]() -> StatusOr<Deferred> { return StartAllreduce(staged, op); },

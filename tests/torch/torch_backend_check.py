@@ -62,6 +62,8 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 fails with an error naming a rank that disagrees, before the timeout
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
                 reducers' verdicts, not the backend's all-gather, name the rank
+  mismatch-recursive-doubling  the same by recursive doubling, whose exchanges carry the ranks'
+                calls (no all-gather before)
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -1721,9 +1723,10 @@ def scenario_mismatch():
     check = Checker(rank)
     sub = dist.new_group(backend="cohort")
     sparse_group = dist.new_group(backend="cohort")
-    if int(os.environ["COHORT_NUM_REDUCERS"]):
-        # The reducers compare the ranks' calls; each rank's verdict quotes one that differs. (At
-        # the timeout the error would be a deadline, not this.)
+    if int(os.environ["COHORT_NUM_REDUCERS"]) or os.environ.get("COHORT_ALLREDUCE_ALGORITHM") == "recursive-doubling":
+        # The library compares the ranks' calls (the reducers, or recursive doubling's exchanges,
+        # with no all-gather before); each rank's error quotes one that differs. (At the timeout
+        # the error would be a deadline, not this.)
         expected = ["the workers disagree", "called", f"this worker {1000 + rank} f32"]
     else:
         # Every rank sees every descriptor: each names a rank that passes something else.
@@ -2799,6 +2802,8 @@ SCENARIOS = {
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {}, (), scenario_mismatch),
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
+    "mismatch-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (),
+                                    scenario_mismatch),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
