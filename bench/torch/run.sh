@@ -21,6 +21,12 @@
 #                     short of cores keeps the queues' bytes: 100mbit with 200ms, 250mbit with 80ms.
 #   --batch B         samples per rank and step (default 16)
 #   --sizes SPEC      all-reduce sizes (default 1M:256M)   --iters N (default 20)
+#   --allreduce-algo A  the all-reduce alone: the backend's COHORT_ALLREDUCE_ALGORITHM and
+#                     cohort-bench's --algo (default reduction-server; auto: each one's own choice)
+#   --allreduce-configs L  its backend runs: cohort (defaults), cohort-serial (COHORT_TORCH_OVERLAP=0),
+#                     cohort-nocheck (COHORT_TORCH_CHECK_CALLS=0: no agreement all-gather before a
+#                     call the library does not check), gloo (torch's gloo backend, as a peer);
+#                     default cohort,cohort-serial
 #   --build-dir DIR   the build with python/ and cohort-bench (default build)
 #   --python P        interpreter with torch (default /usr/bin/python3)
 #   --out DIR         results (default /tmp/cohort-torch-bench-<time>)
@@ -41,11 +47,11 @@ SUMMARIZE=$ROOT/bench/torch/summarize.py
 
 what=ddp,allreduce configs=gloo,cohort,cohort-bf16 models=comm,compute workers=4 reducers=4
 rate=1gbit latency=20ms windows=5 steps=5 warmup=3 batch=16 sizes=1M:256M iters=20 build_dir=$ROOT/build
-python=/usr/bin/python3 out="" local=0
+python=/usr/bin/python3 out="" local=0 allreduce_algo=reduction-server allreduce_configs=cohort,cohort-serial
 . "$ROOT/bench/common/flags.sh"
 while [ $# -gt 0 ]; do
   if value_flag "what configs models workers reducers rate latency windows steps warmup batch sizes iters \
-                 python out" "$@"; then
+                 python out allreduce-algo allreduce-configs" "$@"; then
     shift 2
     continue
   fi
@@ -134,6 +140,7 @@ config_env() {  # config -> backend, extra env
     cohort-bf16) echo "cohort|COHORT_WIRE_DTYPE=bf16" ;;
     cohort-serial) echo "cohort|COHORT_TORCH_OVERLAP=0" ;;  # what overlapping the all-reduces gains
     cohort-bf16-serial) echo "cohort|COHORT_WIRE_DTYPE=bf16 COHORT_TORCH_OVERLAP=0" ;;
+    cohort-nocheck) echo "cohort|COHORT_TORCH_CHECK_CALLS=0" ;;  # what the agreement all-gather costs
     *) log "unknown config $1"; echo "" ;;
   esac
 }
@@ -151,13 +158,16 @@ fi
 
 if [[ ",$what," == *",allreduce,"* ]]; then
   flags="--sizes $sizes --iters $iters --check"
-  launch allreduce-torch-cohort cohort "COHORT_ALLREDUCE_ALGORITHM=reduction-server" "$reducers" allreduce $flags
-  launch allreduce-torch-cohort-serial cohort \
-    "COHORT_ALLREDUCE_ALGORITHM=reduction-server COHORT_TORCH_OVERLAP=0" "$reducers" allreduce $flags
+  for config in ${allreduce_configs//,/ }; do
+    spec=$(config_env "$config"); [ -n "$spec" ] || continue
+    m=0; [ "${spec%%|*}" = cohort ] && m=$reducers
+    launch "allreduce-torch-$config" "${spec%%|*}" "COHORT_ALLREDUCE_ALGORITHM=$allreduce_algo ${spec#*|}" \
+      "$m" allreduce $flags
+  done
   if [ -x "$COHORT_BENCH" ]; then
     port=$(( 20000 + RANDOM % 20000 )) pids=()
     net_counters "$out/allreduce-cohort-bench.net0"
-    bflags="--algo reduction-server --workers $workers --reducers $reducers --transport ucx --sizes $sizes"
+    bflags="--algo $allreduce_algo --workers $workers --reducers $reducers --transport ucx --sizes $sizes"
     bflags="$bflags --dtype f32 --iters $iters --warmup 5 --check --json --max-seconds-per-size 8"
     for ((i = 0; i < workers + reducers; i++)); do
       if [ "$i" -lt "$workers" ]; then role="--rank $i --role worker"; else role="--rank $(( i - workers )) --role reducer"; fi

@@ -6,11 +6,13 @@
 DDP: per model, each configuration's median samples/s (over its windows), the spread of the
 windows, and its ratio to gloo; then rank 0's step in each window (forward, backward with the
 all-reduces DDP waits for, optimizer, and the time the cohort backend's all-reduces ran).
-All-reduce: per size, cohort-bench's Reduction Server algbw, the cohort backend's
-(dist.all_reduce) with overlapped halves (the default) and whole (COHORT_TORCH_OVERLAP=0), the backend's overhead (1 - backend algbw / cohort-bench algbw), and
-rank 0's fastest, median and slowest call, of cohort-bench and of the backend with the default (a
-mean far above the median is a few stalled calls, not a cost on every call), and the overhead of
-the backend's median call over cohort-bench's.
+All-reduce: per size, cohort-bench's algbw (the Reduction Server unless run.sh's --allreduce-algo
+said otherwise), the cohort backend's (dist.all_reduce) with its defaults and its overhead (1 -
+backend algbw / cohort-bench algbw), rank 0's fastest, median and slowest call, of cohort-bench
+and of the backend (a mean far above the median is a few stalled calls, not a cost on every call),
+the overhead of the backend's median call over cohort-bench's, then each other run present: whole
+calls (COHORT_TORCH_OVERLAP=0), no agreement all-gather (COHORT_TORCH_CHECK_CALLS=0), torch's gloo
+backend, with their algbw and overhead against cohort-bench.
 Network: what each run added to the emulated cluster's TCP counters (retransmissions, RTO timeouts,
 ...) and its links' drops (run.sh's *.net0 and *.net1).
 """
@@ -124,23 +126,28 @@ def net_table(out):
     print()
 
 
+# The all-reduce alone: run.sh's --allreduce-configs, in this order.
+ALLREDUCE_CONFIGS = ("cohort", "cohort-serial", "cohort-nocheck", "gloo")
+
+
 def allreduce_table(out):
     series = {}
-    for name in ("allreduce-cohort-bench", "allreduce-torch-cohort", "allreduce-torch-cohort-serial"):
+    for name in ["allreduce-cohort-bench"] + [f"allreduce-torch-{c}" for c in ALLREDUCE_CONFIGS]:
         path = os.path.join(out, name + ".jsonl")
         if os.path.exists(path):
             series[name] = {int(r["size"]): r for r in json_rows(path) if "size" in r}
-    bench = series.get("allreduce-cohort-bench", {})
-    torch_on = series.get("allreduce-torch-cohort", {})
-    torch_off = series.get("allreduce-torch-cohort-serial", {})
-    sizes = sorted(set(bench) | set(torch_on) | set(torch_off))
+    bench = series.pop("allreduce-cohort-bench", {})
+    torch_on = series.pop("allreduce-torch-cohort", {})
+    others = [(name[len("allreduce-torch-"):], rows) for name, rows in series.items()]
+    sizes = sorted(set(bench) | set(torch_on) | {s for _, rows in others for s in rows})
     if not sizes:
         return
-    print("### All-reduce alone: the cohort backend against cohort-bench (Reduction Server, float32)\n")
+    algo = next((r["algo"] for rows in (bench, torch_on) for r in rows.values() if "algo" in r), "?")
+    print(f"### All-reduce alone: the cohort backend against cohort-bench ({algo}, float32)\n")
     print("| size | cohort-bench algbw | its calls, ms: min/median/max | backend algbw | overhead "
-          "| backend calls, ms: min/median/max | overhead, medians | backend, whole calls, algbw | overhead "
-          "| wrong |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| backend calls, ms: min/median/max | overhead, medians | "
+          + "".join(f"{config} algbw | overhead | " for config, _ in others) + "wrong |")
+    print("|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(others) + "---:|")
 
     def cell(r):
         return f"{r['algbw_GBps']:.4f}" if r else "-"
@@ -148,7 +155,7 @@ def allreduce_table(out):
     def calls(r):  # rank 0's calls one by one (rows from before they were recorded have none)
         if not r or "call_us_median" not in r:
             return "-"
-        return "/".join(f"{r[k] / 1e3:.1f}" for k in ("call_us_min", "call_us_median", "call_us_max"))
+        return "/".join(f"{r[k] / 1e3:.2f}" for k in ("call_us_min", "call_us_median", "call_us_max"))
 
     def overhead(r):
         b = bench.get(size)
@@ -161,10 +168,12 @@ def allreduce_table(out):
         return f"{round(100 * (r['call_us_median'] / b['call_us_median'] - 1), 1) + 0.0:.1f}%"
 
     for size in sizes:
-        on, off, b = torch_on.get(size), torch_off.get(size), bench.get(size)
-        wrong = sum(int(r.get("wrong", 0)) for r in (on, off, b) if r)
+        on, b = torch_on.get(size), bench.get(size)
+        rest = [rows.get(size) for _, rows in others]
+        wrong = sum(int(r.get("wrong", 0)) for r in [on, b] + rest if r)
         print(f"| {human_size(size)} | {cell(b)} | {calls(b)} | {cell(on)} | {overhead(on)} | {calls(on)} "
-              f"| {median_overhead(on)} | {cell(off)} | {overhead(off)} | {wrong} |")
+              f"| {median_overhead(on)} | " + "".join(f"{cell(r)} | {overhead(r)} | " for r in rest)
+              + f"{wrong} |")
     print()
 
 
