@@ -89,12 +89,13 @@ struct AllreduceChoice {
   }
   // True when that all-reduce itself fails every worker whose call differs (count, type, op) with
   // kInvalidArgument: the Reduction Server, whose reducers compare the calls (reduction_server.h,
-  // "Agreement"), and recursive doubling and halving-doubling, whose exchanges carry the calls
-  // (pairwise_agreement.h). The ring, shared-memory and hierarchical all-reduces compare nothing.
+  // "Agreement"); recursive doubling and halving-doubling, whose exchanges carry the calls
+  // (pairwise_agreement.h); the shared-memory all-reduce, whose workers publish theirs beside
+  // their data. The ring and the hierarchical all-reduce compare nothing.
   bool ChecksAgreement(size_t bytes) const {
     const Algorithm a = For(bytes);
     return a == Algorithm::kReductionServer || a == Algorithm::kRecursiveDoubling ||
-           a == Algorithm::kHalvingDoubling;
+           a == Algorithm::kHalvingDoubling || a == Algorithm::kSharedMemory;
   }
 };
 

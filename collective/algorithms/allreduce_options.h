@@ -80,6 +80,25 @@ struct AllreduceOptions {
   DataType wire_type = DataType::kF32;
 };
 
+// "1000 f32 (sum)": an all-reduce call as errors quote it (the values may come from a peer, and
+// need not be valid).
+inline std::string DescribeAllreduceCall(uint64_t count, uint8_t type, uint8_t op) {
+  const auto t = static_cast<DataType>(type);
+  const auto o = static_cast<ReduceOp>(op);
+  return std::to_string(count) + " " +
+         (IsValid(t) ? std::string(DataTypeName(t)) : "type " + std::to_string(type)) + " (" +
+         (IsValid(o) ? std::string(ReduceOpName(o)) : "op " + std::to_string(op)) + ")";
+}
+
+// kInvalidArgument "<what>: the workers disagree: <worker> called <theirs>, this worker <mine>
+// (...)": how an all-reduce that compares the workers' calls fails when they differ.
+inline Status AllreduceDisagreement(std::string_view what, const std::string& worker,
+                                    const std::string& theirs, const std::string& mine) {
+  return InvalidArgument(std::string(what) + ": the workers disagree: " + worker + " called " +
+                         theirs + ", this worker " + mine +
+                         " (every worker must make the same all-reduce calls, in the same order)");
+}
+
 // kInvalidArgument "<what>: rank 5 is not a worker of 4" unless transport rank `rank` is one of
 // the call's workers.
 inline Status CheckAllreduceWorker(int rank, const AllreduceOptions& options,

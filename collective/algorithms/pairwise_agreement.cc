@@ -13,13 +13,8 @@ bool SameCall(const AgreementCall& a, const AgreementCall& b) {
   return a.count == b.count && a.type == b.type && a.op == b.op;
 }
 
-// "1000 f32 (sum)".
 std::string DescribeCall(const AgreementCall& c) {
-  const auto type = static_cast<DataType>(c.type);
-  const auto op = static_cast<ReduceOp>(c.op);
-  return std::to_string(c.count) + " " +
-         (IsValid(type) ? std::string(DataTypeName(type)) : "type " + std::to_string(c.type)) +
-         " (" + (IsValid(op) ? std::string(ReduceOpName(op)) : "op " + std::to_string(c.op)) + ")";
+  return DescribeAllreduceCall(c.count, c.type, c.op);
 }
 
 // True when `h` can be what a worker sends: a known type and op, data no larger than its call.
@@ -166,9 +161,8 @@ Status PairwiseAgreement::Verdict() const {
   if (!disagreement_known()) return Status::Ok();
   // The two calls differ, so one of them differs from this worker's.
   const AgreementCall& theirs = SameCall(differ_[0], mine_) ? differ_[1] : differ_[0];
-  return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs.rank) + " called " +
-                         DescribeCall(theirs) + ", this worker " + DescribeCall(mine_) +
-                         " (every worker must make the same all-reduce calls, in the same order)");
+  return AllreduceDisagreement(what_, WorkerName(theirs.rank), DescribeCall(theirs),
+                               DescribeCall(mine_));
 }
 
 }  // namespace cohort::collective

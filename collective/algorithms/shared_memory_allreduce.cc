@@ -100,6 +100,14 @@ struct SharedMemoryGroup::Segment {
   // Set when this worker's all-reduce failed (to the StatusCode it failed with): its peers stop
   // waiting for it and fail the same way.
   alignas(64) std::atomic<uint32_t> aborted{0};
+  // The call each of the two alternating slots belongs to, written before the slot's first post:
+  // its peers compare it with their own.
+  struct Call {
+    uint64_t count;
+    uint32_t type;
+    uint32_t op;
+  };
+  alignas(64) Call call[2];
 };
 
 StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
@@ -310,11 +318,13 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
   if (cancelled_.load()) return Cancelled("shared-memory all-reduce: cancelled");
   if (aborted_)
     return Aborted("shared-memory all-reduce: an earlier call failed; rebuild the communicator");
-  if (options.count == 0 || (size_ == 1 && !across)) return Status::Ok();
+  if (size_ == 1 && !across) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
   const size_t slot_elems = slot_bytes_ / es;
   auto* data = static_cast<char*>(options.data);
-  for (size_t done = 0; done < options.count;) {
+  // An empty call goes through one empty slot: there too the workers compare their calls.
+  size_t done = 0;
+  do {
     const size_t n = std::min(slot_elems, options.count - done);
     Status s = AllreduceSlot(data + done * es, n, options, across, avg_divisor);
     if (!s.ok()) {
@@ -322,7 +332,7 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
       return s;
     }
     done += n;
-  }
+  } while (done < options.count);
   return Status::Ok();
 }
 
@@ -332,8 +342,20 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, uint64_t round,
                                          uint32_t copied, const AllreduceOptions& options) {
   const size_t at = first * DataTypeSize(options.type);
+  const Segment::Call& mine = segments_[rank_]->call[round % 2];
   for (int j = 0; j < size_; ++j) {
-    if (j != rank_) COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
+    if (j != rank_) {
+      COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
+      const Segment::Call theirs = segments_[j]->call[round % 2];
+      if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op) {
+        auto describe = [](const Segment::Call& c) {
+          return DescribeAllreduceCall(c.count, static_cast<uint8_t>(c.type),
+                                       static_cast<uint8_t>(c.op));
+        };
+        return AllreduceDisagreement("shared-memory all-reduce", rank_name_(j), describe(theirs),
+                                     describe(mine));
+      }
+    }
     const char* in = Slot(j, round) + at;
     if (j == 0) {
       if (rank_ != 0) std::memcpy(data + at, in, len * DataTypeSize(options.type));
@@ -354,6 +376,8 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const uint64_t round = round_++;
   const size_t es = DataTypeSize(options.type);
   char* mine = Slot(rank_, round);
+  segments_[rank_]->call[round % 2] = {options.count, static_cast<uint32_t>(options.type),
+                                       static_cast<uint32_t>(options.op)};
   std::memcpy(mine, data, count * es);
   const uint32_t copied = Post();
 

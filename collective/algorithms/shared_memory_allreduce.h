@@ -56,8 +56,11 @@ class SharedMemoryGroup {
   using SliceReduce = std::function<Status(void* slice, size_t count)>;
 
   // In-place all-reduce of options.data (count, type, op, deadline; the transport-side fields are
-  // ignored). Every worker calls it with the same count, type and op, one call at a time. After
-  // an error the group is unusable: every later call returns kAborted.
+  // ignored). Every worker calls it with the same count, type and op, one call at a time: each
+  // publishes its call beside its data, and workers whose calls differ all fail with
+  // kInvalidArgument naming a worker whose call differs from their own (an empty call too goes
+  // through one slot for that). After an error the group is unusable: every later call returns
+  // kAborted.
   // With `across`, every slot is cut into slices (none is summed whole) and each worker passes its
   // slice's sum through `across` before publishing it (a sum there: kAvg then divides by
   // `avg_divisor`, the workers of every host); every worker of the group must pass one.

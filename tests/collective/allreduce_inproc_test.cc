@@ -302,11 +302,11 @@ TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
                          " bytes: " + std::string(AlgorithmName(got)) + ", want " +
                          std::string(AlgorithmName(c.want)));
           }
-          // The Reduction Server, recursive doubling and halving-doubling compare the workers'
-          // calls themselves.
-          const bool checks = c.want == Algorithm::kReductionServer ||
-                              c.want == Algorithm::kRecursiveDoubling ||
-                              c.want == Algorithm::kHalvingDoubling;
+          // The Reduction Server, recursive doubling, halving-doubling and the shared-memory
+          // all-reduce compare the workers' calls themselves.
+          const bool checks =
+              c.want == Algorithm::kReductionServer || c.want == Algorithm::kRecursiveDoubling ||
+              c.want == Algorithm::kHalvingDoubling || c.want == Algorithm::kSharedMemory;
           if (comm.AllreduceChecksAgreement(c.bytes) != checks) {
             f->push_back(std::to_string(c.bytes) + " bytes by " +
                          std::string(AlgorithmName(c.want)) +

@@ -73,6 +73,54 @@ TEST_P(SharedMemoryAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
 INSTANTIATE_TEST_SUITE_P(Workers, SharedMemoryAllreduceTest, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "w" + std::to_string(info.param); });
 
+// Workers whose calls differ (count in one small slot, a small call against a sliced one, type with
+// the same bytes, op, an empty call against a full one): every worker, the odd one out included,
+// fails with kInvalidArgument naming a worker whose call differs from its own and quoting both
+// calls, not at its deadline.
+TEST(SharedMemoryAllreduceAgreementTest, WorkersWhoseCallsDifferAllFailNamingOne) {
+  struct Call {
+    size_t count;
+    DataType type;
+    ReduceOp op;
+  };
+  const Call common = {1000, DataType::kF32, ReduceOp::kSum};
+  const std::vector<std::pair<std::string, Call>> odd_calls = {
+      {"count", {1001, DataType::kF32, ReduceOp::kSum}},
+      {"sliced", {200003, DataType::kF32, ReduceOp::kSum}},
+      {"type", {1000, DataType::kI32, ReduceOp::kSum}},
+      {"op", {1000, DataType::kF32, ReduceOp::kMin}},
+      {"empty", {0, DataType::kF32, ReduceOp::kSum}}};
+  auto describe = [](const Call& c) {
+    return std::to_string(c.count) + " " + std::string(DataTypeName(c.type)) + " (" +
+           std::string(ReduceOpName(c.op)) + ")";
+  };
+  constexpr int kWorkers = 4;
+  constexpr int kOdd = 2;
+  for (const auto& [name, odd_call] : odd_calls) {
+    auto groups = CreateGroups(kWorkers, "shm-test-agree-" + name);
+    for (int r = 0; r < kWorkers; ++r) ASSERT_NE(groups[r], nullptr) << name;
+    std::vector<Status> status(kWorkers);
+    testing::RunRanks(kWorkers, [&](int r) {
+      const Call& c = r == kOdd ? odd_call : common;
+      std::vector<char> data(c.count * DataTypeSize(c.type) + 1);
+      status[r] =
+          groups[r]->Allreduce(Options(data.data(), c.count, c.type, c.op, milliseconds(20000)));
+    });
+    for (int r = 0; r < kWorkers; ++r) {
+      const std::string want =
+          r == kOdd ? " called " + describe(common) + ", this worker " + describe(odd_call)
+                    : "worker " + std::to_string(kOdd) + " called " + describe(odd_call) +
+                          ", this worker " + describe(common);
+      EXPECT_EQ(status[r].code(), StatusCode::kInvalidArgument)
+          << name << ", worker " << r << ": " << status[r].ToString();
+      EXPECT_NE(status[r].message().find("the workers disagree: "), std::string::npos)
+          << name << ", worker " << r << ": " << status[r].ToString();
+      EXPECT_NE(status[r].message().find(want), std::string::npos)
+          << name << ", worker " << r << ": " << status[r].ToString();
+    }
+  }
+}
+
 // A worker whose wait fails (its deadline) marks itself failed; its peers stop waiting for it and
 // fail with its code long before their own deadlines (their own code would be kDeadlineExceeded
 // too, but only after 60 s); later calls are refused with kAborted.
