@@ -25,17 +25,18 @@
 // Agreement: the library's collectives other than the all-reduce check that every rank made the
 // same call (count, type, root); of its all-reduces the Reduction Server does (its reducers
 // compare the workers' calls and reject a round that differs), and so do recursive doubling and
-// halving-doubling (their exchanges carry the calls: pairwise_agreement.h), all within the call;
-// a ring or shared-memory all-reduce over different counts could finish on some ranks with wrong
-// results. So each allreduce and allreduce_coalesced that runs on neither first all-gathers a
-// small descriptor (count, dtype, op) and fails naming the rank that disagrees;
-// COHORT_TORCH_CHECK_CALLS=0 (Config::check_calls) skips that round. (Where the library checks,
-// int8, uint8 and bool tensors, all reduced as int32, are not told apart.) Ranks whose sizes differ
-// so much that they pick different algorithms (a small call by recursive doubling, a large one on
-// the reducers) wait for each other in vain and fail at the timeout.
-// Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
-// dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
-// there a size difference of less than four bytes between ranks goes unnoticed.
+// halving-doubling (their exchanges carry the calls: pairwise_agreement.h) and the shared-memory
+// all-reduce (its workers publish their calls beside their data), all within the call; a ring or
+// hierarchical all-reduce over different counts could finish on some ranks with wrong results. So
+// each allreduce and allreduce_coalesced that runs on neither first all-gathers a small descriptor
+// (count, dtype, op) and fails naming the rank that disagrees; COHORT_TORCH_CHECK_CALLS=0
+// (Config::check_calls) skips that round. (Where the library checks, int8, uint8 and bool tensors,
+// all reduced as int32, are not told apart.) Ranks whose sizes differ so much that they pick
+// different algorithms (a small call by recursive doubling, a large one on the reducers) wait for
+// each other in vain and fail at the timeout. Operations that only move bytes (broadcast, gathers,
+// scatters, all-to-all, send/recv) take any dtype; tensors whose size is not a whole number of
+// int32s travel padded (tensor_staging.h), so there a size difference of less than four bytes
+// between ranks goes unnoticed.
 //
 // Sparse COO tensors: allreduce (SUM) all-gathers the ranks' nonzeros and sums them on every rank
 // (sparse_allreduce.h), as DDP needs for nn.Embedding(sparse=True); other operations refuse them.

@@ -59,7 +59,11 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 RuntimeError on the calling rank, and the group still works; once shut down, it
                 still describes itself and refuses operations by name
   mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank
-                fails with an error naming a rank that disagrees, before the timeout
+                fails with an error naming a rank that disagrees, before the timeout; the
+                all-reduce is the ring's, which compares nothing, so the backend's all-gather of
+                the ranks' calls names the rank
+  mismatch-shared-memory  the same on one host's shared memory (kAuto's choice), which compares
+                the ranks' calls itself
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
                 reducers' verdicts, not the backend's all-gather, name the rank
   mismatch-recursive-doubling  the same by recursive doubling, whose exchanges carry the ranks'
@@ -1723,10 +1727,14 @@ def scenario_mismatch():
     check = Checker(rank)
     sub = dist.new_group(backend="cohort")
     sparse_group = dist.new_group(backend="cohort")
-    if int(os.environ["COHORT_NUM_REDUCERS"]) or os.environ.get("COHORT_ALLREDUCE_ALGORITHM") == "recursive-doubling":
-        # The library compares the ranks' calls (the reducers, or recursive doubling's exchanges,
-        # with no all-gather before); each rank's error quotes one that differs. (At the timeout
-        # the error would be a deadline, not this.)
+    pinned = os.environ.get("COHORT_ALLREDUCE_ALGORITHM")
+    if pinned != "ring":
+        # The library compares the ranks' calls (the reducers, recursive doubling's exchanges, the
+        # shared-memory all-reduce's published calls), with no all-gather before; each rank's
+        # error quotes one that differs. (At the timeout the error would be a deadline, not this.)
+        want = pinned or "shared-memory"  # kAuto's choice on one host
+        described = cohort.torch.backend_of().describe()
+        check.expect(f"all-reduce {want} " in described, f"not the {want} all-reduce: {described}")
         expected = ["the workers disagree", "called", f"this worker {1000 + rank} f32"]
     else:
         # Every rank sees every descriptor: each names a rank that passes something else.
@@ -2800,7 +2808,8 @@ SCENARIOS = {
                  lambda: scenario_wire("f16", via_options=False)),
     "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
-    "mismatch": (3, 0, {}, (), scenario_mismatch),
+    "mismatch": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_mismatch),
+    "mismatch-shared-memory": (3, 0, {}, (), scenario_mismatch),
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "mismatch-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (),
                                     scenario_mismatch),

@@ -95,8 +95,8 @@ class Options:
     chunk_bytes: the pipeline unit (default COHORT_CHUNK_BYTES, else chosen by placement).
     check_calls: before each all-reduce, check that every rank passes the same count, dtype and op
         (one small all-gather; default COHORT_TORCH_CHECK_CALLS or True). An all-reduce on the
-        Reduction Server, by recursive doubling or by halving-doubling needs no all-gather: the
-        library compares the ranks' calls within the call itself. The library's other
+        Reduction Server, by recursive doubling, by halving-doubling or over one host's shared
+        memory needs no all-gather: the library compares the ranks' calls within the call itself. The library's other
         collectives always check.
     wire_dtype: "bf16" or "f16": float32 all-reduces on the Reduction Server cross the network in
         that type (half the bytes) and the reducers sum in float32, rounding once on the way back;
