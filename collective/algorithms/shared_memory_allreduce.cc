@@ -301,9 +301,11 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
     if (gave_up >= 0) {
       const auto code =
           static_cast<StatusCode>(segments_[gave_up]->aborted.load(std::memory_order_acquire));
-      return Status(code, "shared-memory all-reduce: " + rank_name_(gave_up) +
-                              " gave up on this all-reduce (" + std::string(StatusCodeName(code)) +
-                              ")");
+      // A peer that cancelled its calls has left them, as a transport reports a peer that went:
+      // kCancelled is only ever this worker's own.
+      return Status(code == StatusCode::kCancelled ? StatusCode::kUnavailable : code,
+                    "shared-memory all-reduce: " + rank_name_(gave_up) +
+                        " gave up on this all-reduce (" + std::string(StatusCodeName(code)) + ")");
     }
     if (SteadyClock::now() >= deadline) {
       return DeadlineExceeded("shared-memory all-reduce: " + rank_name_(peer) +

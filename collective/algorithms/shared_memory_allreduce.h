@@ -13,8 +13,8 @@
 // crash leaves nothing behind; their pages are reserved up front, so a full /dev/shm is an error
 // at creation and never a SIGBUS later. Waits poll briefly (yielding the core), then sleep on a
 // futex; while waiting a worker checks its peers' PIDs (a dead one: kUnavailable naming it) and
-// their failure flags (a peer that failed: its status code, naming it), and gives up at the
-// deadline (kDeadlineExceeded).
+// their failure flags (a peer that failed: its status code, naming it; one that cancelled its
+// calls: kUnavailable, as for a peer that went), and gives up at the deadline (kDeadlineExceeded).
 #pragma once
 
 #include <atomic>
