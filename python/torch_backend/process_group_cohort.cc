@@ -167,7 +167,19 @@ bool CohortWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-c10::intrusive_ptr<c10::ivalue::Future> CohortWork::getFuture() { return future_; }
+c10::intrusive_ptr<c10::ivalue::Future> CohortWork::getFuture() {
+  std::lock_guard<std::mutex> lock(future_mu_);
+  future_handed_out_ = true;
+  return future_;
+}
+
+bool CohortWork::ConcludeUnlessFutureHandedOut(std::exception_ptr error) {
+  std::lock_guard<std::mutex> lock(future_mu_);
+  if (future_handed_out_) return false;
+  CompleteFuture(error);
+  Finish(error);
+  return true;
+}
 
 std::vector<at::Tensor> CohortWork::result() { return outputs_; }
 
@@ -584,9 +596,12 @@ void ProcessGroupCohort::Conclude(const c10::intrusive_ptr<CohortWork>& work, co
   };
   if (complete_future_here) {
     conclude();
-  } else {
-    completions_->Submit(std::move(conclude));
+    return;
   }
+  // A future nobody was handed has no callbacks: completed here, the caller's wait() is one
+  // thread hand-off nearer (a plain dist.all_reduce never asks for the future; DDP always does).
+  if (work->ConcludeUnlessFutureHandedOut(error)) return;
+  completions_->Submit(std::move(conclude));
 }
 
 void ProcessGroupCohort::RunQueue() {

@@ -131,6 +131,11 @@ class CohortWork final : public c10d::Work {
   void CompleteFuture(std::exception_ptr error);
   // Marks the Work finished (wakes wait()).
   void Finish(std::exception_ptr error);
+  // CompleteFuture and Finish here, on the calling thread, unless getFuture has handed the future
+  // out: then nobody can have added a callback to it, so none runs here (and a getFuture during
+  // this waits for it, and returns the future completed). False when it was handed out: the
+  // caller completes it where callbacks may run.
+  bool ConcludeUnlessFutureHandedOut(std::exception_ptr error);
 
  private:
   const std::string name_;
@@ -139,6 +144,8 @@ class CohortWork final : public c10d::Work {
   bool started_ = false;  // guarded by mutex_ (c10d::Work's)
   std::chrono::steady_clock::time_point started_at_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::mutex future_mu_;
+  bool future_handed_out_ = false;  // guarded by future_mu_
   std::shared_ptr<const std::atomic<int>> source_rank_;
 };
 
@@ -323,7 +330,8 @@ class ProcessGroupCohort final : public BackendBase {
       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   void RunQueue();
   // Records the outcome of `work` (the first error poisons the group), completes its future and
-  // finishes it: here, or on the completion pool.
+  // finishes it: here (`complete_future_here`, or when its future was never handed out), else on
+  // the completion pool.
   void Conclude(const c10::intrusive_ptr<CohortWork>& work, const Status& status,
                 bool complete_future_here);
   // ErrorTypeName's answer, as c10d::ErrorType's values.
