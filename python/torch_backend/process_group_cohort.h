@@ -33,10 +33,11 @@
 // (Config::check_calls) skips that round. (Where the library checks, int8, uint8 and bool tensors,
 // all reduced as int32, are not told apart.) Ranks whose sizes differ so much that they pick
 // different algorithms (a small call by recursive doubling, a large one on the reducers) wait for
-// each other in vain and fail at the timeout. Operations that only move bytes (broadcast, gathers,
-// scatters, all-to-all, send/recv) take any dtype; tensors whose size is not a whole number of
-// int32s travel padded (tensor_staging.h), so there a size difference of less than four bytes
-// between ranks goes unnoticed.
+// each other in vain and fail at the timeout.
+//
+// Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
+// dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
+// there a size difference of less than four bytes between ranks goes unnoticed.
 //
 // Sparse COO tensors: allreduce (SUM) all-gathers the ranks' nonzeros and sums them on every rank
 // (sparse_allreduce.h), as DDP needs for nn.Embedding(sparse=True); other operations refuse them.
