@@ -178,11 +178,9 @@ Status RoundVerdicts::Check(Deadline until) {
       return DataLoss("all-reduce: malformed verdict from " + reducer);
     }
     if (v.kind == RoundHeader::kReject) {
-      return InvalidArgument("all-reduce: the workers disagree (" + reducer + "): worker " +
-                             std::to_string(v.worker) + " called " + DescribeRound(v) +
-                             ", this worker " + DescribeRound(mine_) +
-                             " (every worker must make the same all-reduce calls, in the same "
-                             "order)");
+      return AllreduceDisagreement("all-reduce (" + reducer + ")",
+                                   "worker " + std::to_string(v.worker), DescribeRound(v),
+                                   DescribeRound(mine_));
     }
     if (v.kind == RoundHeader::kAbort) {
       const std::string worker = "worker " + std::to_string(v.worker);
