@@ -25,8 +25,21 @@ bool WellFormed(const AgreementHeader& h) {
     return false;
   }
   const size_t size = DataTypeSize(type);
-  if (h.data_bytes % size != 0 || h.data_bytes / size > h.sender.count) return false;
+  if (h.data_bytes % size != 0 || h.data_bytes / size > h.sender.count ||
+      h.piece_bytes % size != 0) {
+    return false;
+  }
   return (h.differ[0].rank < 0) == (h.differ[1].rank < 0);
+}
+
+// The pieces `h` announces: how many, and piece k's length (the first one's inline part included).
+size_t PieceCount(const AgreementHeader& h) {
+  if (h.data_bytes == 0) return 0;
+  return h.piece_bytes == 0 ? 1 : (h.data_bytes + h.piece_bytes - 1) / h.piece_bytes;
+}
+size_t PieceLength(const AgreementHeader& h, size_t k) {
+  if (h.piece_bytes == 0) return h.data_bytes;
+  return std::min<size_t>(h.piece_bytes, h.data_bytes - k * h.piece_bytes);
 }
 
 }  // namespace
@@ -57,26 +70,30 @@ StatusOr<Request> PairwiseAgreement::PostHeaderReceive(int peer, uint32_t step) 
                      MutableBytes{inbox_.get(), sizeof(AgreementHeader) + kAgreementInlineBytes});
 }
 
-Status PairwiseAgreement::PostSends(int peer, uint32_t step, ConstBytes data,
+Status PairwiseAgreement::PostSends(int peer, uint32_t step, ConstBytes data, size_t piece_bytes,
                                     std::vector<PeerRequest>* out) {
   AgreementHeader header;
+  header.piece_bytes = static_cast<uint32_t>(piece_bytes);
   header.data_bytes = data.size;
   header.sender = mine_;
   header.differ[0] = differ_[0];
   header.differ[1] = differ_[1];
-  const size_t inline_bytes = std::min(data.size, kAgreementInlineBytes);
+  const size_t inline_bytes = AgreementInlineBytes(data.size, piece_bytes);
   auto& box = outboxes_.emplace_back(new char[sizeof(header) + inline_bytes]);
   std::memcpy(box.get(), &header, sizeof(header));
-  if (inline_bytes > 0) std::memcpy(box.get() + sizeof(header), data.data, inline_bytes);
+  const auto* bytes = static_cast<const char*>(data.data);
+  if (inline_bytes > 0) std::memcpy(box.get() + sizeof(header), bytes, inline_bytes);
   COHORT_ASSIGN_OR_RETURN(Request sent,
                           PostSend(peer, kAgreementHeaderStep + step,
                                    ConstBytes{box.get(), sizeof(header) + inline_bytes}));
   out->push_back(PeerRequest{peer, true, std::move(sent)});
-  if (data.size > inline_bytes) {
-    COHORT_ASSIGN_OR_RETURN(sent,
-                            PostSend(peer, step,
-                                     ConstBytes{static_cast<const char*>(data.data) + inline_bytes,
-                                                data.size - inline_bytes}));
+  for (size_t k = 0, pieces = PieceCount(header); k < pieces; ++k) {
+    const size_t skip = k == 0 ? inline_bytes : 0;
+    const size_t length = PieceLength(header, k) - skip;
+    if (length == 0) continue;
+    const size_t offset = k * header.piece_bytes + skip;
+    COHORT_ASSIGN_OR_RETURN(
+        sent, PostSend(peer, step + static_cast<uint32_t>(k), ConstBytes{bytes + offset, length}));
     out->push_back(PeerRequest{peer, true, std::move(sent)});
   }
   return Status::Ok();
@@ -87,7 +104,7 @@ StatusOr<bool> PairwiseAgreement::Swap(int peer, uint32_t step, ConstBytes send,
   const bool open = !disagreement_known();
   COHORT_ASSIGN_OR_RETURN(Request header_in, PostHeaderReceive(peer, step));
   std::vector<PeerRequest> sent;
-  COHORT_RETURN_IF_ERROR(PostSends(peer, step, open ? send : ConstBytes{}, &sent));
+  COHORT_RETURN_IF_ERROR(PostSends(peer, step, open ? send : ConstBytes{}, 0, &sent));
   COHORT_ASSIGN_OR_RETURN(const bool taken, TakeHeader(peer, step, header_in, open, into));
   // The peer takes or drains what was sent: every send completes.
   COHORT_RETURN_IF_ERROR(WaitAll(&sent, options_.deadline, what_));
@@ -95,7 +112,22 @@ StatusOr<bool> PairwiseAgreement::Swap(int peer, uint32_t step, ConstBytes send,
 }
 
 Status PairwiseAgreement::Send(int peer, uint32_t step, ConstBytes data) {
-  return PostSends(peer, step, disagreement_known() ? ConstBytes{} : data, &sends_);
+  return SendPieces(peer, step, data, 0);
+}
+
+Status PairwiseAgreement::SendPieces(int peer, uint32_t step, ConstBytes data, size_t piece_bytes) {
+  return PostSends(peer, step, disagreement_known() ? ConstBytes{} : data, piece_bytes, &sends_);
+}
+
+StatusOr<Request> PairwiseAgreement::ExpectHeader(int peer, uint32_t step) {
+  return PostHeaderReceive(peer, step);
+}
+
+StatusOr<bool> PairwiseAgreement::TakePieces(int peer, uint32_t step, Request& header,
+                                             size_t expected_bytes, size_t piece_bytes,
+                                             MutableBytes first_piece) {
+  return TakeHead(peer, step, header, !disagreement_known(), expected_bytes, piece_bytes,
+                  first_piece);
 }
 
 StatusOr<bool> PairwiseAgreement::Receive(int peer, uint32_t step, MutableBytes into) {
@@ -111,11 +143,27 @@ Status PairwiseAgreement::Finish() {
 
 StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& request, bool open,
                                              MutableBytes into) {
+  COHORT_ASSIGN_OR_RETURN(const bool taken,
+                          TakeHead(peer, step, request, open, into.size, 0, into));
+  const size_t inline_bytes = AgreementInlineBytes(into.size, 0);
+  if (!taken || into.size == inline_bytes) return taken;
+  COHORT_ASSIGN_OR_RETURN(Request in,
+                          PostReceive(peer, step,
+                                      MutableBytes{static_cast<char*>(into.data) + inline_bytes,
+                                                   into.size - inline_bytes}));
+  PeerRequest data_in{peer, false, std::move(in)};
+  COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_));
+  return true;
+}
+
+StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& request, bool open,
+                                           size_t expected_bytes, size_t piece_bytes,
+                                           MutableBytes first_piece) {
   PeerRequest header_in{peer, false, std::move(request)};
   COHORT_RETURN_IF_ERROR(WaitFor(header_in, options_.deadline, what_));
   AgreementHeader got;
   std::memcpy(&got, inbox_.get(), sizeof(got));
-  if (!WellFormed(got) || got.sender.rank != peer)
+  if (!WellFormed(got) || got.sender.rank != peer || PieceCount(got) > kMaxDataStep - step)
     return DataLoss(what_ + ": malformed call header from " + WorkerName(peer));
   const bool they_knew = got.differ[0].rank >= 0;
   const bool taken = open && !they_knew && SameCall(got.sender, mine_);
@@ -128,33 +176,42 @@ StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& r
       differ_[1] = mine_;
     }
   }
-  const size_t inline_bytes = std::min<size_t>(got.data_bytes, kAgreementInlineBytes);
-  const size_t rest = got.data_bytes - inline_bytes;
-  if (taken) {
-    if (got.data_bytes != into.size) {
-      return DataLoss(what_ + ": " + WorkerName(peer) + " sends " + std::to_string(got.data_bytes) +
-                      " bytes where this worker expects " + std::to_string(into.size) +
-                      " for the same call");
-    }
-    if (inline_bytes > 0)
-      std::memcpy(into.data, inbox_.get() + sizeof(AgreementHeader), inline_bytes);
-    into = MutableBytes{static_cast<char*>(into.data) + inline_bytes, rest};
-  }
-  if (rest == 0) return taken;
-  // What this worker does not take still has to be received, or its send would never complete.
-  std::unique_ptr<char[]> scratch;
   if (!taken) {
-    scratch.reset(new (std::nothrow) char[rest]);
-    if (scratch == nullptr) {
-      return ResourceExhausted(what_ + ": no memory to drain the " + std::to_string(rest) +
-                               " bytes " + WorkerName(peer) + " sent for another call");
-    }
-    into = MutableBytes{scratch.get(), rest};
+    COHORT_RETURN_IF_ERROR(Drain(peer, step, got));
+    return false;
   }
-  COHORT_ASSIGN_OR_RETURN(Request in, PostReceive(peer, step, into));
-  PeerRequest data_in{peer, false, std::move(in)};
-  COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_));
-  return taken;
+  if (got.data_bytes != expected_bytes || got.piece_bytes != piece_bytes) {
+    return DataLoss(what_ + ": " + WorkerName(peer) + " sends " + std::to_string(got.data_bytes) +
+                    " bytes in pieces of " + std::to_string(got.piece_bytes) +
+                    " where this worker expects " + std::to_string(expected_bytes) +
+                    " in pieces of " + std::to_string(piece_bytes) + " for the same call");
+  }
+  const size_t inline_bytes = AgreementInlineBytes(got.data_bytes, got.piece_bytes);
+  if (inline_bytes > 0)
+    std::memcpy(first_piece.data, inbox_.get() + sizeof(AgreementHeader), inline_bytes);
+  return true;
+}
+
+Status PairwiseAgreement::Drain(int peer, uint32_t step, const AgreementHeader& got) {
+  // What this worker does not take still has to be received, or its send would never complete.
+  const size_t inline_bytes = AgreementInlineBytes(got.data_bytes, got.piece_bytes);
+  const size_t pieces = PieceCount(got);
+  if (pieces == 0 || (pieces == 1 && got.data_bytes == inline_bytes)) return Status::Ok();
+  const size_t largest = PieceLength(got, 0);
+  std::unique_ptr<char[]> scratch(new (std::nothrow) char[largest]);
+  if (scratch == nullptr) {
+    return ResourceExhausted(what_ + ": no memory to drain the " + std::to_string(largest) +
+                             "-byte pieces " + WorkerName(peer) + " sent for another call");
+  }
+  for (size_t k = 0; k < pieces; ++k) {
+    const size_t length = PieceLength(got, k) - (k == 0 ? inline_bytes : 0);
+    if (length == 0) continue;
+    COHORT_ASSIGN_OR_RETURN(Request in, PostReceive(peer, step + static_cast<uint32_t>(k),
+                                                    MutableBytes{scratch.get(), length}));
+    PeerRequest data_in{peer, false, std::move(in)};
+    COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_));
+  }
+  return Status::Ok();
 }
 
 Status PairwiseAgreement::Verdict() const {

@@ -1,6 +1,7 @@
-// PairwiseAgreement: how the all-reduces that swap data with one partner at a time (recursive
-// doubling, halving-doubling) learn whether every worker made the same call (count, type, op),
-// within the exchanges they make anyway: no round and no message is added, and a disagreement fails
+// PairwiseAgreement: how the all-reduces that move data between pairs of workers (recursive
+// doubling, halving-doubling, the ring) learn whether every worker made the same call (count, type,
+// op), within the exchanges they make anyway: no round is added (nor a message, but where a ring
+// step's first piece outgrows the inline part below and goes in two), and a disagreement fails
 // every worker with kInvalidArgument naming a worker whose call differs from its own and both
 // calls, instead of a truncated message, wrong results on some workers, or a wait until the
 // deadline.
@@ -9,11 +10,11 @@
 // pair of workers whose calls differ when the sender knows one (it saw it itself, or an earlier
 // partner told it). The first kAgreementInlineBytes of the data travel in the header's message,
 // which the receiver takes into a buffer of that fixed size posted before anything is sent, so a
-// peer's message fits whatever its call; data beyond that (large buffers only) follows as a
-// message of its own, received once the header is read. The receiver takes the data only when the
-// header's call matches its own and neither side knew of a disagreement (both sides judge the same
-// two headers alike); otherwise it drains the rest into scratch memory, so every send completes,
-// and from then on it sends no data, only headers.
+// peer's message fits whatever its call; data beyond that follows as messages of their own (one,
+// or the ring's pieces), received once the header is read. The receiver takes the data only when
+// the header's call matches its own and neither side knew of a disagreement (both sides judge the
+// same two headers alike); otherwise it drains the rest into scratch memory, so every send
+// completes, and from then on it sends no data, only headers.
 //
 // Everyone learns: the steps pair the workers across the dimensions of a hypercube, one dimension
 // a step, and after the step across dimension k every worker whose sub-cube of dimension k + 1
@@ -21,8 +22,11 @@
 // held one, all its workers knew it and tell their partners across; if each half is uniform and
 // the halves differ, every pair across sees it.) A worker that sits the exchanges out (a worker
 // count that is not a power of two) sends its call with its data and gets the verdict with the
-// result. Cost: 64 bytes a message and a copy of the data that travels inline; a separate header
-// message cost 20-40% of a 1-4 KiB all-reduce across hosts (bench/RESULTS.md, "Agreement").
+// result. The ring's steps pass each worker's header to the next around the ring: after its first
+// step every worker has compared its call with its left neighbour's, so if any two calls differ
+// some worker knows, and the n - 1 steps after it carry that around to every worker (the ring has
+// 2(n - 1)). Cost: 64 bytes a message and a copy of the data that travels inline; a separate
+// header message cost 20-40% of a 1-4 KiB all-reduce across hosts (bench/RESULTS.md, "Agreement").
 #pragma once
 
 #include <cstdint>
@@ -43,6 +47,13 @@ constexpr uint32_t kAgreementHeaderStep = kMaxDataStep + 2;
 // doubling (8 KiB) and halving-doubling (64 KiB, half of it in the largest message).
 constexpr size_t kAgreementInlineBytes = size_t{32} << 10;
 
+// How many of `data_bytes`, sent in pieces of `piece_bytes` (0: one piece), travel in the header's
+// message: up to kAgreementInlineBytes, within the first piece.
+constexpr size_t AgreementInlineBytes(size_t data_bytes, size_t piece_bytes) {
+  size_t n = data_bytes < kAgreementInlineBytes ? data_bytes : kAgreementInlineBytes;
+  return piece_bytes != 0 && piece_bytes < n ? piece_bytes : n;
+}
+
 // One worker's all-reduce call, as headers carry it.
 struct AgreementCall {
   uint64_t count = 0;
@@ -55,7 +66,9 @@ struct AgreementCall {
 struct AgreementHeader {
   static constexpr uint32_t kMagic = 0x52474141;  // "AAGR"
   uint32_t magic = kMagic;
-  uint32_t reserved = 0;
+  // The data beyond the inline part travels in pieces of this many bytes, piece k on the data's
+  // step + k, the first piece's rest on the data's step (0: one piece).
+  uint32_t piece_bytes = 0;
   uint64_t data_bytes = 0;  // the sender's data: inline up to kAgreementInlineBytes (0: none)
   AgreementCall sender;
   // Two workers whose calls differ, known to the sender; differ[0].rank < 0: it knows of none.
@@ -85,8 +98,24 @@ class PairwiseAgreement {
   Status Send(int peer, uint32_t step, ConstBytes data);
   // One way, from `peer`: as Swap's receiving half.
   StatusOr<bool> Receive(int peer, uint32_t step, MutableBytes into);
-  // Waits for the sends Send posted.
+  // Waits for the sends Send and SendPieces posted.
   Status Finish();
+
+  // One way, for data that moves in pieces (the ring): posts the header to `peer` with `data`
+  // (none once a disagreement is known), inline up to AgreementInlineBytes and the rest in pieces
+  // of `piece_bytes` (at most UINT32_MAX; 0: one piece), piece k on data step `step` + k. Returns
+  // once posted; Finish waits for the sends.
+  Status SendPieces(int peer, uint32_t step, ConstBytes data, size_t piece_bytes);
+  // Posts the receive of `peer`'s header on data step `step`, for TakePieces: before this worker
+  // sends, so the header never waits for its receive.
+  StatusOr<Request> ExpectHeader(int peer, uint32_t step);
+  // Waits for the header ExpectHeader posted (`header`). When this worker takes the data (true),
+  // it must be `expected_bytes` in pieces of `piece_bytes` as SendPieces sends them; its inline
+  // part (AgreementInlineBytes) is copied to the start of `first_piece`, and the caller receives
+  // the rest (the first piece's rest on `step`, piece k on `step` + k). Otherwise (false) every
+  // piece the peer sent has been drained.
+  StatusOr<bool> TakePieces(int peer, uint32_t step, Request& header, size_t expected_bytes,
+                            size_t piece_bytes, MutableBytes first_piece);
 
   // OK, or kInvalidArgument naming a worker whose call differs from this worker's, and both
   // calls, once a disagreement is known.
@@ -95,14 +124,22 @@ class PairwiseAgreement {
  private:
   // Posts the receive of `peer`'s header (and inline data) into inbox_.
   StatusOr<Request> PostHeaderReceive(int peer, uint32_t step);
-  // Posts this worker's header with `data` to `peer`: inline up to kAgreementInlineBytes, the
-  // rest as a message of its own. The requests go to `out`.
-  Status PostSends(int peer, uint32_t step, ConstBytes data, std::vector<PeerRequest>* out);
+  // Posts this worker's header with `data` to `peer`: inline up to AgreementInlineBytes, the
+  // rest in pieces of `piece_bytes` (0: one). The requests go to `out`.
+  Status PostSends(int peer, uint32_t step, ConstBytes data, size_t piece_bytes,
+                   std::vector<PeerRequest>* out);
   // Waits for the header posted on `request` from `peer`, checks it, takes in what it tells and
-  // takes or drains the data. `open`: this worker would take data in this step (it knew of no
-  // disagreement when it sent its own header, or, receiving one way, it knows of none).
+  // takes or drains the data, all of it into `into` in one piece. `open`: this worker would take
+  // data in this step (it knew of no disagreement when it sent its own header, or, receiving one
+  // way, it knows of none).
   StatusOr<bool> TakeHeader(int peer, uint32_t step, Request& request, bool open,
                             MutableBytes into);
+  // TakeHeader's first part, for data of `expected_bytes` in pieces of `piece_bytes`: takes the
+  // inline part into `first_piece` (true), or drains every piece (false).
+  StatusOr<bool> TakeHead(int peer, uint32_t step, Request& request, bool open,
+                          size_t expected_bytes, size_t piece_bytes, MutableBytes first_piece);
+  // Receives and drops every piece the header `got` announces beyond its inline part.
+  Status Drain(int peer, uint32_t step, const AgreementHeader& got);
   // Isend and Irecv with `peer` on `step`; a refusal names the peer.
   StatusOr<Request> PostSend(int peer, uint32_t step, ConstBytes data);
   StatusOr<Request> PostReceive(int peer, uint32_t step, MutableBytes into);

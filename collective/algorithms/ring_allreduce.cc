@@ -1,9 +1,11 @@
 #include "collective/algorithms/ring_allreduce.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include "collective/algorithms/pairwise_agreement.h"
 #include "collective/kernels/reduce.h"
 
 namespace cohort::collective {
@@ -12,7 +14,8 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const int n = options.num_workers;
   const int rank = transport.rank();
   COHORT_RETURN_IF_ERROR(CheckAllreduceWorker(rank, options, "ring all-reduce"));
-  if (options.count == 0 || n == 1) return Status::Ok();
+  // An empty call still exchanges headers: a worker with data must not wait for one without.
+  if (n == 1) return Status::Ok();
   const size_t es = DataTypeSize(options.type);
   auto* data = static_cast<char*>(options.data);
 
@@ -20,7 +23,16 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   const std::vector<size_t> seg_offset = BlockOffsets(options.count, n);
   auto seg_elems = [&](int i) { return seg_offset[i + 1] - seg_offset[i]; };
   const size_t max_seg = seg_elems(0);
-  const size_t piece_elems = std::max<size_t>(1, options.chunk_bytes / es);
+  // Step s's header and pieces use steps from 1 + s * step_stride: the same on every worker
+  // whatever its call, so that workers whose calls differ still find each other's headers. A
+  // segment goes in at most step_stride pieces (larger ones than chunk_bytes only for segments of
+  // billions of pieces), as whole elements, their size in a 32-bit header field.
+  const auto step_stride =
+      std::max<uint32_t>(1, (kMaxDataStep - 1) / static_cast<uint32_t>(2 * (n - 1)));
+  const size_t piece_elems =
+      std::max<size_t>({1, std::min<size_t>(options.chunk_bytes, UINT32_MAX) / es,
+                        (max_seg + step_stride - 1) / step_stride});
+  const size_t piece_bytes = piece_elems * es;
   const size_t pieces_per_step = (max_seg + piece_elems - 1) / piece_elems;
   const int right = (rank + 1) % n;
   const int left = (rank - 1 + n) % n;
@@ -32,80 +44,80 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
   std::vector<char> tmp(slots * std::min(piece_elems, max_seg) * es);
   const size_t slot_elems = std::min(piece_elems, max_seg);
 
+  PairwiseAgreement agreement(transport, options, "ring all-reduce");
   std::vector<Request> recvs;
-  std::vector<Request> sends;
 
   // One ring step: send segment `send_idx` to the right, receive segment `recv_idx` from the left
-  // (through the slots and reduce, or straight into place for the all-gather).
+  // (through the slots and reduce, or straight into place for the all-gather). Each segment
+  // travels behind the sender's header, its first bytes inline (pairwise_agreement.h); once this
+  // worker knows of a disagreement it moves headers only.
   auto step = [&](uint32_t step_base, int send_idx, int recv_idx, bool reduce) -> Status {
     const size_t recv_n = seg_elems(recv_idx);
-    const size_t send_n = seg_elems(send_idx);
     const size_t recv_pieces = (recv_n + piece_elems - 1) / piece_elems;
-    const size_t send_pieces = (send_n + piece_elems - 1) / piece_elems;
-    auto piece_tag = [&](size_t k) {
-      return MakeTag(options.seq, step_base + static_cast<uint32_t>(k));
+    auto piece_len = [&](size_t k) { return std::min(piece_elems, recv_n - k * piece_elems); };
+    auto piece_dst = [&](size_t k) {
+      return reduce ? tmp.data() + (k % slots) * slot_elems * es
+                    : data + (seg_offset[recv_idx] + k * piece_elems) * es;
     };
-    auto piece_len = [&](size_t total, size_t k) {
-      return std::min(piece_elems, total - k * piece_elems);
-    };
+    COHORT_ASSIGN_OR_RETURN(Request header, agreement.ExpectHeader(left, step_base));
+    COHORT_RETURN_IF_ERROR(agreement.SendPieces(
+        right, step_base, ConstBytes{data + seg_offset[send_idx] * es, seg_elems(send_idx) * es},
+        piece_bytes));
+    const MutableBytes first_piece{piece_dst(0), recv_pieces == 0 ? 0 : piece_len(0) * es};
+    COHORT_ASSIGN_OR_RETURN(
+        const bool taken,
+        agreement.TakePieces(left, step_base, header, recv_n * es, piece_bytes, first_piece));
+    if (!taken) return agreement.Finish();
+    const size_t inline_bytes = AgreementInlineBytes(recv_n * es, piece_bytes);
     auto post_recv = [&](size_t k) -> Status {
-      char* dst = reduce ? tmp.data() + (k % slots) * slot_elems * es
-                         : data + (seg_offset[recv_idx] + k * piece_elems) * es;
-      COHORT_ASSIGN_OR_RETURN(
-          recvs[k],
-          transport.Irecv(left, piece_tag(k), MutableBytes{dst, piece_len(recv_n, k) * es}));
+      const size_t skip = k == 0 ? inline_bytes : 0;
+      const size_t bytes = piece_len(k) * es - skip;
+      if (bytes == 0) {
+        recvs[k] = Request::Done();
+        return Status::Ok();
+      }
+      StatusOr<Request> posted =
+          transport.Irecv(left, MakeTag(options.seq, step_base + static_cast<uint32_t>(k)),
+                          MutableBytes{piece_dst(k) + skip, bytes});
+      if (!posted.ok()) {
+        return posted.status().WithContext("ring all-reduce: receiving from " + WorkerName(left));
+      }
+      recvs[k] = std::move(*posted);
       return Status::Ok();
     };
     recvs.clear();
     recvs.resize(recv_pieces);
-    sends.clear();
-    sends.resize(send_pieces);
     const size_t first_recvs = reduce ? std::min(slots, recv_pieces) : recv_pieces;
-    for (size_t k = 0; k < std::max(first_recvs, send_pieces); ++k) {
-      if (k < first_recvs) COHORT_RETURN_IF_ERROR(post_recv(k));
-      if (k < send_pieces) {
-        COHORT_ASSIGN_OR_RETURN(
-            sends[k],
-            transport.Isend(right, piece_tag(k),
-                            ConstBytes{data + (seg_offset[send_idx] + k * piece_elems) * es,
-                                       piece_len(send_n, k) * es}));
-      }
-    }
+    for (size_t k = 0; k < first_recvs; ++k) COHORT_RETURN_IF_ERROR(post_recv(k));
     for (size_t k = 0; k < recv_pieces; ++k) {
       COHORT_RETURN_IF_ERROR(
           recvs[k]
               .Wait(options.deadline)
-              .WithContext("ring all-reduce: receive from worker " + std::to_string(left)));
+              .WithContext("ring all-reduce: receiving from " + WorkerName(left)));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
-                   tmp.data() + (k % slots) * slot_elems * es, piece_len(recv_n, k));
+                   piece_dst(k), piece_len(k));
         if (k + slots < recv_pieces) COHORT_RETURN_IF_ERROR(post_recv(k + slots));
       }
     }
-    for (auto& r : sends) {
-      COHORT_RETURN_IF_ERROR(
-          r.Wait(options.deadline)
-              .WithContext("ring all-reduce: send to worker " + std::to_string(right)));
-    }
-    return Status::Ok();
+    return agreement.Finish();
   };
 
-  const uint32_t stride = static_cast<uint32_t>(std::max<size_t>(pieces_per_step, 1));
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = (rank - s + n) % n;
     const int recv_idx = (rank - s - 1 + 2 * n) % n;
-    COHORT_RETURN_IF_ERROR(step(1 + s * stride, send_idx, recv_idx, true));
+    COHORT_RETURN_IF_ERROR(step(1 + s * step_stride, send_idx, recv_idx, true));
   }
   const int owned = (rank + 1) % n;
-  if (options.op == ReduceOp::kAvg) {
+  if (options.op == ReduceOp::kAvg && !agreement.disagreement_known()) {
     ScaleForAverage(options.type, data + seg_offset[owned] * es, seg_elems(owned), n);
   }
   for (int s = 0; s < n - 1; ++s) {
     const int send_idx = (rank + 1 - s + n) % n;
     const int recv_idx = (rank - s + n) % n;
-    COHORT_RETURN_IF_ERROR(step(1 + (n - 1 + s) * stride, send_idx, recv_idx, false));
+    COHORT_RETURN_IF_ERROR(step(1 + (n - 1 + s) * step_stride, send_idx, recv_idx, false));
   }
-  return Status::Ok();
+  return agreement.Verdict();
 }
 
 }  // namespace cohort::collective

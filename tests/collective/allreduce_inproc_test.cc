@@ -137,10 +137,12 @@ TEST(RecursiveDoublingTest, NaNsUnderMinAndMaxLeaveEveryWorkerWithTheSameBytes) 
 }
 
 // Workers whose calls differ (count, type, op, or an empty call against a full one) under
-// recursive doubling and halving-doubling: every worker, the odd one out included, fails with
-// kInvalidArgument naming a worker whose call differs from its own and quoting both calls (not a
-// deadline, nor a result), and is poisoned. The odd one out is a worker that folds in (worker 0
-// where the count is not a power of two), its partner (1), or the last.
+// recursive doubling, halving-doubling and the ring: every worker, the odd one out included, fails
+// with kInvalidArgument naming a worker whose call differs from its own and quoting both calls
+// (not a deadline, nor a result), and is poisoned. The odd one out is a worker that folds in
+// (worker 0 where the count is not a power of two), its partner (1), or the last. The ring runs
+// 1000-element calls in one piece a step, and 100000-element ones in 64 KiB pieces (the first
+// piece's rest and the later pieces drained behind the header).
 TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers) {
   struct Variant {
     std::string name;
@@ -148,35 +150,54 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
     DataType type;
     ReduceOp op;
   };
-  const Variant kCommon = {"", 1000, DataType::kF32, ReduceOp::kSum};
-  const std::vector<Variant> odd_calls = {{"count", 1001, DataType::kF32, ReduceOp::kSum},
-                                          {"type", 1000, DataType::kI32, ReduceOp::kSum},
-                                          {"op", 1000, DataType::kF32, ReduceOp::kMax},
-                                          {"empty", 0, DataType::kF32, ReduceOp::kSum}};
   auto describe = [](const Variant& v) {
     return std::to_string(v.count) + " " + std::string(DataTypeName(v.type)) + " (" +
            std::string(ReduceOpName(v.op)) + ")";
   };
-  const std::vector<std::pair<Algorithm, int>> setups = {
-      {Algorithm::kRecursiveDoubling, 2}, {Algorithm::kRecursiveDoubling, 3},
-      {Algorithm::kRecursiveDoubling, 5}, {Algorithm::kRecursiveDoubling, 6},
-      {Algorithm::kRecursiveDoubling, 8}, {Algorithm::kHalvingDoubling, 2},
-      {Algorithm::kHalvingDoubling, 4},   {Algorithm::kHalvingDoubling, 8}};
-  for (const auto& [algo, workers] : setups) {
+  struct Setup {
+    Algorithm algo;
+    int workers;
+    size_t count = 1000;
+    size_t chunk_bytes = 4096;
+  };
+  const std::vector<Setup> setups = {{Algorithm::kRecursiveDoubling, 2},
+                                     {Algorithm::kRecursiveDoubling, 3},
+                                     {Algorithm::kRecursiveDoubling, 5},
+                                     {Algorithm::kRecursiveDoubling, 6},
+                                     {Algorithm::kRecursiveDoubling, 8},
+                                     {Algorithm::kHalvingDoubling, 2},
+                                     {Algorithm::kHalvingDoubling, 4},
+                                     {Algorithm::kHalvingDoubling, 8},
+                                     {Algorithm::kRing, 2},
+                                     {Algorithm::kRing, 3},
+                                     {Algorithm::kRing, 5},
+                                     {Algorithm::kRing, 3, 100000, 65536},
+                                     {Algorithm::kRing, 4, 100000, 65536}};
+  for (const Setup& setup : setups) {
+    const int workers = setup.workers;
+    const Variant common = {"", setup.count, DataType::kF32, ReduceOp::kSum};
+    const std::vector<Variant> odd_calls = {
+        {"count", setup.count + 1, DataType::kF32, ReduceOp::kSum},
+        {"type", setup.count, DataType::kI32, ReduceOp::kSum},
+        {"op", setup.count, DataType::kF32, ReduceOp::kMax},
+        {"empty", 0, DataType::kF32, ReduceOp::kSum}};
     for (int odd : {0, 1, workers - 1}) {
       if (odd == 1 && workers == 2) continue;  // the last already
       for (const Variant& variant : odd_calls) {
-        const std::string name = std::string(AlgorithmName(algo)) + ", " + std::to_string(workers) +
-                                 " workers, worker " + std::to_string(odd) + "'s " + variant.name;
+        const std::string name = std::string(AlgorithmName(setup.algo)) + ", " +
+                                 std::to_string(workers) + " workers, " +
+                                 std::to_string(setup.count) + " elements, worker " +
+                                 std::to_string(odd) + "'s " + variant.name;
         std::vector<std::string> failures;
         RunJob(
-            workers, 0, 4096,
+            workers, 0, setup.chunk_bytes,
             [&](Communicator& comm, std::vector<std::string>* f) {
-              const Variant& call = comm.rank() == odd ? variant : kCommon;
+              const Variant& call = comm.rank() == odd ? variant : common;
               std::vector<char> data(call.count * DataTypeSize(call.type) + 1);
-              const Status s = comm.Allreduce(data.data(), call.count, call.type, call.op, algo);
+              const Status s =
+                  comm.Allreduce(data.data(), call.count, call.type, call.op, setup.algo);
               const std::string& m = s.message();
-              const std::string quoted = comm.rank() == odd ? describe(kCommon) : describe(variant);
+              const std::string quoted = comm.rank() == odd ? describe(common) : describe(variant);
               if (s.code() != StatusCode::kInvalidArgument ||
                   m.find("the workers disagree") == std::string::npos ||
                   m.find(" called " + quoted + ", this worker " + describe(call)) ==
@@ -288,7 +309,7 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
 
 // Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
 // by recursive doubling, then by halving-doubling when the worker count allows, large ones by the
-// Reduction Server or the ring; all but the ring check agreement themselves.
+// Reduction Server or the ring; every one of them checks agreement itself.
 TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
   for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {
     std::vector<std::string> failures;
@@ -302,11 +323,8 @@ TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
                          " bytes: " + std::string(AlgorithmName(got)) + ", want " +
                          std::string(AlgorithmName(c.want)));
           }
-          // The Reduction Server, recursive doubling, halving-doubling and the shared-memory
-          // all-reduce compare the workers' calls themselves.
-          const bool checks =
-              c.want == Algorithm::kReductionServer || c.want == Algorithm::kRecursiveDoubling ||
-              c.want == Algorithm::kHalvingDoubling || c.want == Algorithm::kSharedMemory;
+          // Every algorithm but the hierarchical compares the workers' calls itself.
+          const bool checks = c.want != Algorithm::kHierarchical;
           if (comm.AllreduceChecksAgreement(c.bytes) != checks) {
             f->push_back(std::to_string(c.bytes) + " bytes by " +
                          std::string(AlgorithmName(c.want)) +

@@ -124,7 +124,9 @@ TEST(UcxAgreementTest, WorkersWhoseCallsDifferAllFailNamingOne) {
   const std::vector<std::pair<testing::UcxJob, Algorithm>> cases = {
       {{"tcp", 3, 0}, Algorithm::kRecursiveDoubling},  // worker 1 takes worker 0's fold
       {{"tcp", 4, 0}, Algorithm::kHalvingDoubling},
-      {{"sm", 5, 0}, Algorithm::kRecursiveDoubling}};
+      {{"sm", 5, 0}, Algorithm::kRecursiveDoubling},
+      {{"tcp", 3, 0}, Algorithm::kRing},
+      {{"sm", 4, 0}, Algorithm::kRing}};
   for (const auto& [job, algo] : cases) {
     SCOPED_TRACE(std::get<0>(job) + ", " + std::to_string(std::get<1>(job)) + " workers, " +
                  std::string(AlgorithmName(algo)));
