@@ -229,8 +229,11 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
         (w == "f32" || w == "none") ? DataType::kF32 : *collective::ParseDataType(w);
   }
   pg->wire_dtype_ = options.wire_dtype;
-  pg->check_calls_ = config.check_calls >= 0 ? config.check_calls != 0
-                                             : EnvInt("COHORT_TORCH_CHECK_CALLS", 1) != 0;
+  pg->check_calls_ =
+      config.check_calls >= 0 ? config.check_calls : EnvInt("COHORT_TORCH_CHECK_CALLS", 1);
+  TORCH_CHECK(pg->check_calls_ >= 0 && pg->check_calls_ <= 2,
+              "cohort: COHORT_TORCH_CHECK_CALLS (Options.check_calls) is ", pg->check_calls_,
+              ": 0 (off), 1 (where the library does not check; the default) or 2 (always)");
   pg->overlap_ = config.overlap >= 0 ? config.overlap != 0 : EnvInt("COHORT_TORCH_OVERLAP", 1) != 0;
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
@@ -808,8 +811,10 @@ StatusOr<ProcessGroupCohort::Deferred> ProcessGroupCohort::StartAllreduce(
   });
 }
 
-bool ProcessGroupCohort::LibraryChecks(const StagedTensor& t) const {
-  return allreduce_choice_.ChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
+bool ProcessGroupCohort::NeedsAgreementCheck(const StagedTensor& t) const {
+  if (check_calls_ == 0 || getSize() == 1) return false;
+  return check_calls_ == 2 ||
+         !allreduce_choice_.ChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
 }
 
 bool ProcessGroupCohort::OnReductionServer(const StagedTensor& t) const {
@@ -820,7 +825,6 @@ bool ProcessGroupCohort::OnReductionServer(const StagedTensor& t) const {
 Status ProcessGroupCohort::CheckAgreement(
     const std::vector<int64_t>& descriptor,
     const std::function<std::string(const std::vector<int64_t>&)>& what) {
-  if (!check_calls_ || getSize() == 1) return Status::Ok();
   const size_t n = descriptor.size();
   std::vector<int64_t> all(n * static_cast<size_t>(getSize()));
   COHORT_RETURN_IF_ERROR(comm_->Allgather(descriptor.data(), all.data(), n, DataType::kI64));
@@ -843,14 +847,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
-  if (overlap_ && OnReductionServer(*staged)) {
+  if (overlap_ && OnReductionServer(*staged) && !NeedsAgreementCheck(*staged)) {
     return EnqueueDeferred(
         c10d::OpType::ALLREDUCE, "allreduce", tensors,
         [this, staged, op]() -> StatusOr<Deferred> { return StartAllreduce(staged, op); },
         /*overlaps=*/true);
   }
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
-    if (!LibraryChecks(*staged))
+    if (NeedsAgreementCheck(*staged))
       COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
     COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
     staged->CopyBack();
@@ -903,11 +907,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  [this, runs, op, descriptor] {
-                   const bool checked = std::all_of(
+                   const bool check = std::any_of(
                        runs->begin(), runs->end(),
-                       [this](const CoalescedRun& run) { return LibraryChecks(run.flat); });
-                   if (!checked)
-                     COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+                       [this](const CoalescedRun& run) { return NeedsAgreementCheck(run.flat); });
+                   if (check) COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
                    for (CoalescedRun& run : *runs) COHORT_RETURN_IF_ERROR(Allreduce(run.flat, op));
                    for (CoalescedRun& run : *runs) run.CopyBack();
                    return Status::Ok();

@@ -22,18 +22,18 @@
 // operation, or an allreduce whose buffer overlaps the one in flight, waits for it to finish.
 // COHORT_TORCH_OVERLAP=0 (Config::overlap) turns this off: every operation runs whole.
 //
-// Agreement: the library's collectives other than the all-reduce check that every rank made the
-// same call (count, type, root); of its all-reduces the Reduction Server does (its reducers
-// compare the workers' calls and reject a round that differs), and so do recursive doubling and
-// halving-doubling (their exchanges carry the calls: pairwise_agreement.h) and the shared-memory
-// all-reduce (its workers publish their calls beside their data), all within the call; a ring or
-// hierarchical all-reduce over different counts could finish on some ranks with wrong results. So
-// each allreduce and allreduce_coalesced that runs on neither first all-gathers a small descriptor
-// (count, dtype, op) and fails naming the rank that disagrees; COHORT_TORCH_CHECK_CALLS=0
-// (Config::check_calls) skips that round. (Where the library checks, int8, uint8 and bool tensors,
-// all reduced as int32, are not told apart.) Ranks whose sizes differ so much that they pick
-// different algorithms (a small call by recursive doubling, a large one on the reducers) wait for
-// each other in vain and fail at the timeout.
+// Agreement: the library's collectives check that every rank made the same call (count, type,
+// root, op): its all-reduces within the call itself (the Reduction Server's reducers compare the
+// workers' calls; recursive doubling, halving-doubling and the ring carry them in their exchanges:
+// pairwise_agreement.h; the shared-memory all-reduce's workers publish theirs beside their data),
+// except the hierarchical all-reduce, which over different counts could finish on some ranks with
+// wrong results. So an allreduce or allreduce_coalesced that runs hierarchically first
+// all-gathers a small descriptor (count, dtype, op, tensors and their shapes) and fails naming the
+// rank that disagrees. COHORT_TORCH_CHECK_CALLS (Config::check_calls): 1 (the default) that; 0
+// never; 2 before every all-reduce, for what the library's check cannot see: int8, uint8 and
+// bool tensors, all reduced as int32, and lists of tensors that coalesce into the same count.
+// Ranks whose sizes differ so much that they pick different algorithms (a small call by recursive
+// doubling, a large one on the reducers) wait for each other in vain and fail at the timeout.
 //
 // Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
 // dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
@@ -96,7 +96,7 @@ struct Config {
   int num_reducers = -1;   // -1: COHORT_NUM_REDUCERS (0 when unset)
   std::string algorithm;   // "": COHORT_ALLREDUCE_ALGORITHM (auto when unset)
   size_t chunk_bytes = 0;  // 0: COHORT_CHUNK_BYTES, else chosen by placement
-  int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (1 when unset); see ProcessGroupCohort
+  int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (1 when unset): 0, 1, 2 as above
   // "": COHORT_WIRE_DTYPE (off when unset); "bf16" or "f16": float32 all-reduces on the Reduction
   // Server cross the network in that type, reduced in float32 (CommunicatorOptions::wire_dtype);
   // "f32" or "none": off.
@@ -366,13 +366,14 @@ class ProcessGroupCohort final : public BackendBase {
   // The overlapped allreduce (see Overlap): starts it, and returns its second half.
   StatusOr<Deferred> StartAllreduce(const std::shared_ptr<StagedTensor>& t,
                                     collective::ReduceOp op);
-  // All-gathers `descriptor` and fails naming the first rank whose descriptor differs (unless
-  // call checks are off). `what` renders a descriptor for the error.
+  // All-gathers `descriptor` and fails naming the first rank whose descriptor differs. `what`
+  // renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
-  // True when the library's all-reduce of `t` checks itself that every rank made the same call
-  // (AllreduceChoice::ChecksAgreement): CheckAgreement's all-gather is not needed.
-  bool LibraryChecks(const StagedTensor& t) const;
+  // True when an all-reduce of `t` runs CheckAgreement first: always with check_calls 2; with 1
+  // when the library's all-reduce of `t` does not check itself that every rank made the same
+  // call (AllreduceChoice::ChecksAgreement); never with 0, or in a group of one.
+  bool NeedsAgreementCheck(const StagedTensor& t) const;
   // True when the all-reduce of `t` runs on the Reduction Server, the one that overlaps.
   bool OnReductionServer(const StagedTensor& t) const;
   // peer kAnyRank: a receive from any rank (recvAnysource).
@@ -392,7 +393,7 @@ class ProcessGroupCohort final : public BackendBase {
 
   // Milliseconds: the timeout of operations issued from now on (setTimeout).
   std::atomic<int64_t> timeout_ms_;
-  bool check_calls_ = true;
+  int check_calls_ = 1;  // Config::check_calls
   bool overlap_ = true;
   collective::DataType wire_dtype_ = collective::DataType::kF32;
   std::string rendezvous_;  // how this group found its peers, for Describe()

@@ -60,8 +60,10 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 still describes itself and refuses operations by name
   mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank
                 fails with an error naming a rank that disagrees, before the timeout; the
-                all-reduce is the ring's, which compares nothing, so the backend's all-gather of
-                the ranks' calls names the rank
+                all-reduce is the ring's, whose exchanges carry the ranks' calls
+  mismatch-check-always  the same with COHORT_TORCH_CHECK_CALLS=2: the backend's all-gather of
+                the ranks' calls names the rank, and tells int8 from uint8 tensors, which the
+                library reduces alike
   mismatch-shared-memory  the same on one host's shared memory (kAuto's choice), which compares
                 the ranks' calls itself
   mismatch-reducers  the same with the all-reduce on the Reduction Server (2 reducers), where the
@@ -110,7 +112,7 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
                 once (not again by the backend above the Communicator), in order, with the time
                 it was queued on the backend's thread; an agreement all-gather before each
-                all-reduce (the ring's, pinned: it compares nothing itself)
+                all-reduce (COHORT_TORCH_CHECK_CALLS=2, the ring pinned)
   flight-recorder-reducers  the same on the Reduction Server (1 reducer): no all-gathers
   overlap       all-reduces queued together on the Reduction Server (2 reducers): the next one
                 starts (flight recorder) before the one before it has finished, and every result
@@ -1669,6 +1671,12 @@ def scenario_bad_use():
                         ["allreduce_coalesced", "torch.complex64"], "complex allreduce_coalesced")
     check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], -1), ["recvAnysource", "tag -1"],
                         "recv from any source, bad tag")
+    # (What Options(check_calls=...) becomes, before any group is made with it.)
+    check.expect_raises(lambda: cohort.torch._check_calls_level("sometimes"),
+                        ["check_calls", "'always'", "'sometimes'"], "Options(check_calls='sometimes')",
+                        errors=(ValueError,))
+    check.expect([cohort.torch._check_calls_level(v) for v in (None, False, True, "always")] == [-1, 0, 1, 2],
+                 "Options(check_calls=None/False/True/'always')")
     n = dist.get_world_size()
     check.expect_raises(lambda: dist.broadcast(torch.ones(3), src=n), ["broadcast", f"root {n}"], "broadcast root")
     check.expect_raises(lambda: dist.all_gather([torch.ones(3)] * (n + 1), torch.ones(3)),
@@ -1728,18 +1736,27 @@ def scenario_mismatch():
     sub = dist.new_group(backend="cohort")
     sparse_group = dist.new_group(backend="cohort")
     pinned = os.environ.get("COHORT_ALLREDUCE_ALGORITHM")
-    if pinned != "ring":
-        # The library compares the ranks' calls (the reducers, recursive doubling's exchanges, the
-        # shared-memory all-reduce's published calls), with no all-gather before; each rank's
-        # error quotes one that differs. (At the timeout the error would be a deadline, not this.)
+    always = os.environ.get("COHORT_TORCH_CHECK_CALLS") == "2"
+    if always:
+        # Every rank sees every descriptor: each names a rank that passes something else, even
+        # where the library reduces both alike (int8 and uint8 both as int32).
+        dtype_group = dist.new_group(backend="cohort")
+        check.expect_raises(
+            lambda: dist.all_reduce(torch.ones(8, dtype=torch.int8 if rank == 0 else torch.uint8),
+                                    group=dtype_group),
+            ["the ranks disagree", "8 elements of torch.int8 with SUM" if rank else
+             "8 elements of torch.uint8 with SUM"], "allreduce of int8 against uint8")
+        expected = ["the ranks disagree", "elements of torch.float32 with SUM",
+                    f"this worker ({rank}) {1000 + rank} elements"]
+    else:
+        # The library compares the ranks' calls (the reducers, the exchanges of recursive doubling
+        # and the ring, the shared-memory all-reduce's published calls), with no all-gather
+        # before; each rank's error quotes one that differs. (At the timeout the error would be a
+        # deadline, not this.)
         want = pinned or "shared-memory"  # kAuto's choice on one host
         described = cohort.torch.backend_of().describe()
         check.expect(f"all-reduce {want} " in described, f"not the {want} all-reduce: {described}")
         expected = ["the workers disagree", "called", f"this worker {1000 + rank} f32"]
-    else:
-        # Every rank sees every descriptor: each names a rank that passes something else.
-        expected = ["the ranks disagree", "elements of torch.float32 with SUM",
-                    f"this worker ({rank}) {1000 + rank} elements"]
     start = time.time()
     text = check.expect_raises(lambda: dist.all_reduce(torch.ones(1000 + rank)), expected,
                                "allreduce over different sizes")
@@ -1832,8 +1849,8 @@ def scenario_dead_peer():
 
 
 def scenario_abort_far():
-    """A rank of four aborts its group and lives on, during a ring all-reduce of the others (no
-    agreement all-gather before it, which every rank would make with every other): only its ring
+    """A rank of four aborts its group and lives on, during a ring all-reduce of the others (which
+    compares their calls within its own exchanges, no all-gather before it): only its ring
     neighbour waits for it; the two others wait for ranks that failed (alive, but making no more
     calls). Each of the three fails naming the aborted rank well before the group's 60 s
     timeout: its neighbours from the transport, rank 1 from what the ranks that gave up told
@@ -2604,9 +2621,9 @@ def scenario_flight_recorder():
     # 10 barrier (common/flight_recorder.h FlightOp).
     check.expect(ops.count(1) == 6, f"6 all-reduces recorded once each, not {ops.count(1)} (ops {ops})")
     check.expect(ops.count(2) == 1, f"one broadcast, not {ops.count(2)}")
-    # On the Reduction Server the reducers check the calls: no all-gather before an all-reduce. (The
-    # ring, pinned without reducers, checks nothing.)
-    checks = 0 if int(os.environ["COHORT_NUM_REDUCERS"]) else 6
+    # The library checks the calls: no all-gather before an all-reduce, unless asked for
+    # (COHORT_TORCH_CHECK_CALLS=2).
+    checks = 6 if os.environ.get("COHORT_TORCH_CHECK_CALLS") == "2" else 0
     check.expect(ops.count(3) == checks, f"{checks} agreement all-gathers, not {ops.count(3)} (ops {ops})")
     check.expect(all(e["outcome"] == 2 for e in entries), f"every entry ok: {entries}")
     seqs = [e["op_seq"] for e in entries if e["comm_id"] == entries[0]["comm_id"]]
@@ -2810,6 +2827,8 @@ SCENARIOS = {
     "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_mismatch),
+    "mismatch-check-always": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "2"}, (),
+                              scenario_mismatch),
     "mismatch-shared-memory": (3, 0, {}, (), scenario_mismatch),
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "mismatch-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (),
@@ -2832,8 +2851,7 @@ SCENARIOS = {
                        lambda: scenario_abort(peer_calls=True, recover=False)),
     "exit-on-error": (2, 0, {}, (), scenario_exit_on_error),
     "abort-hooks": (2, 0, {}, (), scenario_abort_hooks),
-    "abort-far": (4, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "0"}, (),
-                  scenario_abort_far),
+    "abort-far": (4, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_abort_far),
     "dataloader-workers": (2, 0, {}, (), scenario_dataloader_workers),
     "monitored-barrier": (3, 0, {}, (), scenario_monitored_barrier),
     "shutdown-in-callback": (2, 0, {}, (), scenario_shutdown_in_callback),
@@ -2849,7 +2867,8 @@ SCENARIOS = {
                           scenario_dead_peer_between),
     "dead-peer-between-sm": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                              scenario_dead_peer_between),
-    "flight-recorder": (2, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_flight_recorder),
+    "flight-recorder": (2, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "2"}, (),
+                        scenario_flight_recorder),
     "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                  scenario_flight_recorder),
     "overlap": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
