@@ -87,17 +87,6 @@ struct AllreduceChoice {
   Algorithm For(size_t bytes = SIZE_MAX) const {
     return SelectAllreduceAlgorithm(support, configured, bytes);
   }
-  // True when that all-reduce itself fails every worker whose call differs (count, type, op) with
-  // kInvalidArgument: the Reduction Server, whose reducers compare the calls (reduction_server.h,
-  // "Agreement"); recursive doubling, halving-doubling and the ring, whose exchanges carry the
-  // calls (pairwise_agreement.h); the shared-memory all-reduce, whose workers publish theirs
-  // beside their data. The hierarchical all-reduce compares nothing of the whole call.
-  bool ChecksAgreement(size_t bytes) const {
-    const Algorithm a = For(bytes);
-    return a == Algorithm::kReductionServer || a == Algorithm::kRecursiveDoubling ||
-           a == Algorithm::kHalvingDoubling || a == Algorithm::kRing ||
-           a == Algorithm::kSharedMemory;
-  }
 };
 
 }  // namespace cohort::collective

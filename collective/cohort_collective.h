@@ -69,9 +69,9 @@ void cohort_comm_cancel(cohort_comm_t* comm);
 int cohort_comm_rank(const cohort_comm_t* comm);
 int cohort_comm_size(const cohort_comm_t* comm);
 /* In-place all-reduce of `count` elements of `dtype` at `data`. Every worker passes the same count,
- * dtype and op: on the Reduction Server, by recursive doubling, by halving-doubling, by the ring
- * and over shared memory a call that differs fails every worker with COHORT_ERR_INVALID_ARGUMENT
- * naming one whose call differs; the hierarchical all-reduce compares nothing. */
+ * dtype and op: a call that differs fails every worker with COHORT_ERR_INVALID_ARGUMENT naming
+ * one whose call differs (where two workers' sizes lead kAuto to different algorithms, they wait
+ * for each other until the timeout). */
 int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op,
                      int algorithm);
 /* The collectives below run among the workers, one call at a time, like cohort_allreduce: every

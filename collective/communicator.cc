@@ -206,6 +206,7 @@ Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const Placement& place
   }
   if (!everyone) return Status::Ok();
   host_memory_ = std::move(group);
+  host_workers_ = local;
   for (const auto& m : members) across_hosts_.push_back(m[local_rank]);
   return Status::Ok();
 }
@@ -345,7 +346,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
       s = shared_memory_->Allreduce(o);
       break;
     case Algorithm::kHierarchical:
-      s = HierarchicalAllreduce(*host_memory_, *transport_, across_hosts_, o);
+      s = HierarchicalAllreduce(*host_memory_, host_workers_, *transport_, across_hosts_, o);
       break;
     default:
       s = RingAllreduce(*transport_, o);

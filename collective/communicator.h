@@ -160,9 +160,10 @@ class Communicator {
 
   // In-place all-reduce of `count` elements at `data` (host memory; device memory too where
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm. Every worker
-  // passes the same count, type and op; where the algorithm compares them
-  // (AllreduceChecksAgreement) a call that differs fails every worker with kInvalidArgument
-  // naming one whose call differs.
+  // passes the same count, type and op: a call that differs fails every worker with
+  // kInvalidArgument naming one whose call differs, whichever algorithm runs (each compares the
+  // calls within its own exchanges), except where the sizes lead kAuto to different algorithms on
+  // different workers: those wait for each other until the timeout.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
   // Allreduce in two halves, for a caller that keeps its link busy across consecutive calls (the
@@ -181,12 +182,6 @@ class Communicator {
   // (allreduce_selection.h) over allreduce_support() and options.algorithm. The same on every
   // worker.
   Algorithm AutoAlgorithm(size_t bytes = SIZE_MAX) const;
-  // True when Allreduce(kAuto) of `bytes` itself fails every worker whose call differs
-  // (AllreduceChoice::ChecksAgreement); a caller that wants the check runs its own before the
-  // others.
-  bool AllreduceChecksAgreement(size_t bytes) const {
-    return allreduce_choice().ChecksAgreement(bytes);
-  }
   // What this communicator's placement made available to the all-reduce.
   AllreduceSupport allreduce_support() const;
   // What Allreduce(kAuto) chooses from: allreduce_support() and options.algorithm.
@@ -340,9 +335,11 @@ class Communicator {
   std::unique_ptr<LoopbackFabric> owned_fabric_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<SharedMemoryGroup> shared_memory_;  // when every worker shares this host
-  // Hierarchical: this host's workers, and the workers with this worker's local rank on every host
-  // (transport ranks, in host order).
+  // Hierarchical: this host's workers (their group, and their transport ranks by their rank in
+  // it), and the workers with this worker's local rank on every host (transport ranks, in host
+  // order).
   std::unique_ptr<SharedMemoryGroup> host_memory_;
+  std::vector<int> host_workers_;
   std::vector<int> across_hosts_;
 };
 

@@ -47,6 +47,26 @@ inline std::vector<size_t> BlockOffsets(size_t count, int n) {
   return offset;
 }
 
+// One worker's all-reduce call, as agreement headers carry it (pairwise_agreement.h).
+struct AgreementCall {
+  uint64_t count = 0;
+  uint8_t type = 0;
+  uint8_t op = 0;
+  uint16_t reserved = 0;
+  int32_t rank = -1;  // the worker that made it
+};
+
+// For an all-reduce that is one stage of a larger call (the hierarchical all-reduce's stage across
+// hosts): what its agreement headers announce and know from the start, so that every worker
+// compares the larger calls, and learns what an earlier stage found.
+struct AgreementSeed {
+  AgreementCall mine;  // the larger call, with this worker's rank in the job
+  // Two workers (job ranks) whose calls differ, found before this stage; rank < 0: none.
+  AgreementCall differ[2];
+  // The job rank of each rank of the stage's transport (headers name job ranks).
+  const std::vector<int>* job_ranks = nullptr;
+};
+
 struct AllreduceOptions {
   void* data = nullptr;  // in: this rank's contribution; out: the reduced result
   size_t count = 0;      // elements, equal on every worker
@@ -78,6 +98,9 @@ struct AllreduceOptions {
   // reduced there in float32 (reduction_server.h, "Wire compression"); anything else, or data of
   // another type, crosses as it is.
   DataType wire_type = DataType::kF32;
+  // Recursive doubling and the ring as a stage of a larger call: see AgreementSeed (nullptr: the
+  // call is its own).
+  const AgreementSeed* agreement = nullptr;
 };
 
 // "1000 f32 (sum)": an all-reduce call as errors quote it (the values may come from a peer, and

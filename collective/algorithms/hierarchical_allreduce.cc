@@ -9,8 +9,9 @@
 
 namespace cohort::collective {
 
-Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
-                             const std::vector<int>& across, const AllreduceOptions& options) {
+Status HierarchicalAllreduce(SharedMemoryGroup& local, const std::vector<int>& host_workers,
+                             Transport& transport, const std::vector<int>& across,
+                             const AllreduceOptions& options) {
   SubsetTransport hosts(transport, across);
   if (hosts.rank() < 0)
     return InvalidArgument(
@@ -24,12 +25,23 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, Transport& transport,
   // the fewest steps, as a flat all-reduce of that size would.
   const bool few_steps =
       options.count * DataTypeSize(options.type) <= kRecursiveDoublingAllreduceMaxBytes;
-  auto reduce_across = [&](void* slice, size_t count) {
+  // The headers across hosts carry the whole call, and name workers by their transport rank.
+  AgreementSeed seed;
+  seed.mine = {options.count, static_cast<uint8_t>(options.type), static_cast<uint8_t>(options.op),
+               0, transport.rank()};
+  seed.job_ranks = &across;
+  ring.agreement = &seed;
+  auto reduce_across = [&](void* slice, size_t count, const AgreementCall* differ) {
     ring.data = slice;
     ring.count = count;
+    for (int i = 0; i < 2; ++i) {
+      seed.differ[i] = differ != nullptr ? differ[i] : AgreementCall{};
+      if (differ != nullptr) seed.differ[i].rank = host_workers.at(differ[i].rank);
+    }
     const Status s =
         few_steps ? RecursiveDoublingAllreduce(hosts, ring) : RingAllreduce(hosts, ring);
-    if (s.ok()) return s;
+    // A disagreement names workers by their transport rank already.
+    if (s.ok() || s.code() == StatusCode::kInvalidArgument) return s;
     // Its "worker i" is the i-th of `across`.
     std::string workers;
     for (int w : across) workers += (workers.empty() ? "" : ", ") + std::to_string(w);

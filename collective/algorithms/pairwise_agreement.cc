@@ -49,9 +49,23 @@ PairwiseAgreement::PairwiseAgreement(Transport& transport, const AllreduceOption
     : transport_(transport),
       options_(options),
       what_(std::move(what)),
-      mine_{options.count, static_cast<uint8_t>(options.type), static_cast<uint8_t>(options.op), 0,
-            transport.rank()},
-      inbox_(new char[sizeof(AgreementHeader) + kAgreementInlineBytes]) {}
+      mine_(options.agreement != nullptr
+                ? options.agreement->mine
+                : AgreementCall{options.count, static_cast<uint8_t>(options.type),
+                                static_cast<uint8_t>(options.op), 0, transport.rank()}),
+      inbox_(new char[sizeof(AgreementHeader) + kAgreementInlineBytes]) {
+  if (options.agreement != nullptr) {
+    differ_[0] = options.agreement->differ[0];
+    differ_[1] = options.agreement->differ[1];
+  }
+}
+
+int PairwiseAgreement::HeaderRank(int peer) const {
+  const AgreementSeed* seed = options_.agreement;
+  if (seed == nullptr || seed->job_ranks == nullptr) return peer;
+  return peer >= 0 && static_cast<size_t>(peer) < seed->job_ranks->size() ? (*seed->job_ranks)[peer]
+                                                                          : -1;
+}
 
 StatusOr<Request> PairwiseAgreement::PostSend(int peer, uint32_t step, ConstBytes data) {
   StatusOr<Request> posted = transport_.Isend(peer, MakeTag(options_.seq, step), data);
@@ -163,7 +177,8 @@ StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& req
   COHORT_RETURN_IF_ERROR(WaitFor(header_in, options_.deadline, what_));
   AgreementHeader got;
   std::memcpy(&got, inbox_.get(), sizeof(got));
-  if (!WellFormed(got) || got.sender.rank != peer || PieceCount(got) > kMaxDataStep - step)
+  if (!WellFormed(got) || got.sender.rank != HeaderRank(peer) ||
+      PieceCount(got) > kMaxDataStep - step)
     return DataLoss(what_ + ": malformed call header from " + WorkerName(peer));
   const bool they_knew = got.differ[0].rank >= 0;
   const bool taken = open && !they_knew && SameCall(got.sender, mine_);

@@ -54,15 +54,6 @@ constexpr size_t AgreementInlineBytes(size_t data_bytes, size_t piece_bytes) {
   return piece_bytes != 0 && piece_bytes < n ? piece_bytes : n;
 }
 
-// One worker's all-reduce call, as headers carry it.
-struct AgreementCall {
-  uint64_t count = 0;
-  uint8_t type = 0;
-  uint8_t op = 0;
-  uint16_t reserved = 0;
-  int32_t rank = -1;  // the worker that made it
-};
-
 struct AgreementHeader {
   static constexpr uint32_t kMagic = 0x52474141;  // "AAGR"
   uint32_t magic = kMagic;
@@ -80,7 +71,8 @@ static_assert(sizeof(AgreementHeader) == 64, "AgreementHeader travels as raw byt
 // its buffers); destroy it only after Finish, or after an error.
 class PairwiseAgreement {
  public:
-  // `what` prefixes errors ("recursive-doubling all-reduce").
+  // `what` prefixes errors ("recursive-doubling all-reduce"). With options.agreement, headers
+  // announce its call and name job ranks, and a disagreement it knows is known from the start.
   PairwiseAgreement(Transport& transport, const AllreduceOptions& options, std::string what);
   PairwiseAgreement(const PairwiseAgreement&) = delete;
   PairwiseAgreement& operator=(const PairwiseAgreement&) = delete;
@@ -143,6 +135,8 @@ class PairwiseAgreement {
   // Isend and Irecv with `peer` on `step`; a refusal names the peer.
   StatusOr<Request> PostSend(int peer, uint32_t step, ConstBytes data);
   StatusOr<Request> PostReceive(int peer, uint32_t step, MutableBytes into);
+  // The rank `peer`'s headers carry: its job rank where a seed maps them.
+  int HeaderRank(int peer) const;
 
   Transport& transport_;
   const AllreduceOptions& options_;

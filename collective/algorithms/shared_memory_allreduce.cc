@@ -342,7 +342,8 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 // caller's buffer `data` (which holds this worker's own contribution, staged already), each
 // worker's part as soon as it has posted `copied`.
 Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, uint64_t round,
-                                         uint32_t copied, const AllreduceOptions& options) {
+                                         uint32_t copied, const AllreduceOptions& options,
+                                         AgreementCall* differ) {
   const size_t at = first * DataTypeSize(options.type);
   const Segment::Call& mine = segments_[rank_]->call[round % 2];
   for (int j = 0; j < size_; ++j) {
@@ -350,12 +351,22 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
       COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
       const Segment::Call theirs = segments_[j]->call[round % 2];
       if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op) {
-        auto describe = [](const Segment::Call& c) {
-          return DescribeAllreduceCall(c.count, static_cast<uint8_t>(c.type),
-                                       static_cast<uint8_t>(c.op));
+        auto as_agreement = [](const Segment::Call& c, int worker) {
+          return AgreementCall{c.count, static_cast<uint8_t>(c.type), static_cast<uint8_t>(c.op), 0,
+                               worker};
         };
-        return AllreduceDisagreement("shared-memory all-reduce", rank_name_(j), describe(theirs),
-                                     describe(mine));
+        const AgreementCall a = as_agreement(theirs, j);
+        const AgreementCall b = as_agreement(mine, rank_);
+        if (differ == nullptr) {
+          return AllreduceDisagreement("shared-memory all-reduce", rank_name_(j),
+                                       DescribeAllreduceCall(a.count, a.type, a.op),
+                                       DescribeAllreduceCall(b.count, b.type, b.op));
+        }
+        // Reading on is safe (the slice lies within every slot) and its sum goes unused.
+        if (differ[0].rank < 0) {
+          differ[0] = a;
+          differ[1] = b;
+        }
       }
     }
     const char* in = Slot(j, round) + at;
@@ -394,8 +405,19 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const std::vector<size_t> offset = BlockOffsets(count, size_);
   const size_t lo = offset[rank_] * es;
   const size_t len = offset[rank_ + 1] - offset[rank_];
-  COHORT_RETURN_IF_ERROR(SumOverWorkers(data, offset[rank_], len, round, copied, options));
-  if (across) COHORT_RETURN_IF_ERROR(across(data + lo, len));
+  AgreementCall differ[2];
+  COHORT_RETURN_IF_ERROR(
+      SumOverWorkers(data, offset[rank_], len, round, copied, options, across ? differ : nullptr));
+  if (across) {
+    const bool found = differ[0].rank >= 0;
+    COHORT_RETURN_IF_ERROR(across(data + lo, len, found ? differ : nullptr));
+    if (found) {
+      return AllreduceDisagreement(
+          "shared-memory all-reduce", rank_name_(differ[0].rank),
+          DescribeAllreduceCall(differ[0].count, differ[0].type, differ[0].op),
+          DescribeAllreduceCall(differ[1].count, differ[1].type, differ[1].op));
+    }
+  }
   if (options.op == ReduceOp::kAvg)
     ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);
   std::memcpy(mine + lo, data + lo, len * es);

@@ -53,7 +53,10 @@ class SharedMemoryGroup {
   size_t slot_bytes() const { return slot_bytes_; }
 
   // Reduces a worker's slice further (across hosts) in place: `count` elements at `slice`.
-  using SliceReduce = std::function<Status(void* slice, size_t count)>;
+  // `differ`: two workers of this group (ranks in the group) whose calls differ, found while
+  // summing the slot (the slice then holds no sum), or nullptr. It must then fail, and should tell
+  // the workers it reduces with, so that every worker of the job fails alike.
+  using SliceReduce = std::function<Status(void* slice, size_t count, const AgreementCall* differ)>;
 
   // In-place all-reduce of options.data (count, type, op, deadline; the transport-side fields are
   // ignored). Every worker calls it with the same count, type and op, one call at a time: each
@@ -63,7 +66,9 @@ class SharedMemoryGroup {
   // kAborted.
   // With `across`, every slot is cut into slices (none is summed whole) and each worker passes its
   // slice's sum through `across` before publishing it (a sum there: kAvg then divides by
-  // `avg_divisor`, the workers of every host); every worker of the group must pass one.
+  // `avg_divisor`, the workers of every host); every worker of the group must pass one. Workers
+  // whose calls differ then go on to `across` with what they found (SliceReduce) instead of
+  // failing at once, and fail with what it returns.
   Status Allreduce(const AllreduceOptions& options, const SliceReduce& across = {},
                    int avg_divisor = 0);
   // Gives up on this worker's calls, in progress on any thread or later: they fail with
@@ -77,8 +82,10 @@ class SharedMemoryGroup {
   Status AllreduceSlot(char* data, size_t count, const AllreduceOptions& options,
                        const SliceReduce& across, int avg_divisor);
   char* Slot(int worker, uint64_t round) const;
+  // Fails when a worker's call differs from this one's, or with `differ`, records the first two
+  // calls that differ there and goes on.
   Status SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
-                        const AllreduceOptions& options);
+                        const AllreduceOptions& options, AgreementCall* differ = nullptr);
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();
   Status WaitFor(int peer, uint32_t phase, Deadline deadline);

@@ -309,7 +309,7 @@ TEST(InprocAllreduceLargeTest, SixtyFourMiElements) {
 
 // Across hosts (the loopback transport is not one host's shared memory), kAuto sends small buffers
 // by recursive doubling, then by halving-doubling when the worker count allows, large ones by the
-// Reduction Server or the ring; every one of them checks agreement itself.
+// Reduction Server or the ring.
 TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
   for (const testing::AcrossHostsCase& c : testing::kAcrossHostsCases) {
     std::vector<std::string> failures;
@@ -322,13 +322,6 @@ TEST(CommunicatorTest, AutoAlgorithmFollowsBufferSizeAcrossHosts) {
                          " reducers, " + std::to_string(c.bytes) +
                          " bytes: " + std::string(AlgorithmName(got)) + ", want " +
                          std::string(AlgorithmName(c.want)));
-          }
-          // Every algorithm but the hierarchical compares the workers' calls itself.
-          const bool checks = c.want != Algorithm::kHierarchical;
-          if (comm.AllreduceChecksAgreement(c.bytes) != checks) {
-            f->push_back(std::to_string(c.bytes) + " bytes by " +
-                         std::string(AlgorithmName(c.want)) +
-                         ": AllreduceChecksAgreement says otherwise");
           }
         },
         &failures);
