@@ -24,8 +24,8 @@
 #   --allreduce-algo A  the all-reduce alone: the backend's COHORT_ALLREDUCE_ALGORITHM and
 #                     cohort-bench's --algo (default reduction-server; auto: each one's own choice)
 #   --allreduce-configs L  its backend runs: cohort (defaults), cohort-serial (COHORT_TORCH_OVERLAP=0),
-#                     cohort-nocheck (COHORT_TORCH_CHECK_CALLS=0: no agreement all-gather before a
-#                     call the library does not check), gloo (torch's gloo backend, as a peer);
+#                     cohort-check (COHORT_TORCH_CHECK_CALLS=1: the debugging all-gather of each
+#                     call's descriptor before it), gloo (torch's gloo backend, as a peer);
 #                     default cohort,cohort-serial
 #   --build-dir DIR   the build with python/ and cohort-bench (default build)
 #   --python P        interpreter with torch (default /usr/bin/python3)
@@ -140,7 +140,7 @@ config_env() {  # config -> backend, extra env
     cohort-bf16) echo "cohort|COHORT_WIRE_DTYPE=bf16" ;;
     cohort-serial) echo "cohort|COHORT_TORCH_OVERLAP=0" ;;  # what overlapping the all-reduces gains
     cohort-bf16-serial) echo "cohort|COHORT_WIRE_DTYPE=bf16 COHORT_TORCH_OVERLAP=0" ;;
-    cohort-nocheck) echo "cohort|COHORT_TORCH_CHECK_CALLS=0" ;;  # what the agreement all-gather costs
+    cohort-check) echo "cohort|COHORT_TORCH_CHECK_CALLS=1" ;;  # what the agreement all-gather costs
     *) log "unknown config $1"; echo "" ;;
   esac
 }

@@ -11,7 +11,7 @@ said otherwise), the cohort backend's (dist.all_reduce) with its defaults and it
 backend algbw / cohort-bench algbw), rank 0's fastest, median and slowest call, of cohort-bench
 and of the backend (a mean far above the median is a few stalled calls, not a cost on every call),
 the overhead of the backend's median call over cohort-bench's, then each other run present: whole
-calls (COHORT_TORCH_OVERLAP=0), no agreement all-gather (COHORT_TORCH_CHECK_CALLS=0), torch's gloo
+calls (COHORT_TORCH_OVERLAP=0), the agreement all-gather (COHORT_TORCH_CHECK_CALLS=1), torch's gloo
 backend, with their algbw and overhead against cohort-bench.
 Network: what each run added to the emulated cluster's TCP counters (retransmissions, RTO timeouts,
 ...) and its links' drops (run.sh's *.net0 and *.net1).
@@ -127,7 +127,7 @@ def net_table(out):
 
 
 # The all-reduce alone: run.sh's --allreduce-configs, in this order.
-ALLREDUCE_CONFIGS = ("cohort", "cohort-serial", "cohort-nocheck", "gloo")
+ALLREDUCE_CONFIGS = ("cohort", "cohort-serial", "cohort-check", "gloo")
 
 
 def allreduce_table(out):

@@ -229,11 +229,8 @@ c10::intrusive_ptr<ProcessGroupCohort> ProcessGroupCohort::Create(
         (w == "f32" || w == "none") ? DataType::kF32 : *collective::ParseDataType(w);
   }
   pg->wire_dtype_ = options.wire_dtype;
-  pg->check_calls_ =
-      config.check_calls >= 0 ? config.check_calls : EnvInt("COHORT_TORCH_CHECK_CALLS", 1);
-  TORCH_CHECK(pg->check_calls_ >= 0 && pg->check_calls_ <= 2,
-              "cohort: COHORT_TORCH_CHECK_CALLS (Options.check_calls) is ", pg->check_calls_,
-              ": 0 (off), 1 (where the library does not check; the default) or 2 (always)");
+  pg->check_calls_ = config.check_calls >= 0 ? config.check_calls != 0
+                                             : EnvInt("COHORT_TORCH_CHECK_CALLS", 0) != 0;
   pg->overlap_ = config.overlap >= 0 ? config.overlap != 0 : EnvInt("COHORT_TORCH_OVERLAP", 1) != 0;
 
   const char* cohort_addr = std::getenv("COHORT_BOOTSTRAP_ADDR");
@@ -811,12 +808,6 @@ StatusOr<ProcessGroupCohort::Deferred> ProcessGroupCohort::StartAllreduce(
   });
 }
 
-bool ProcessGroupCohort::NeedsAgreementCheck(const StagedTensor& t) const {
-  if (check_calls_ == 0 || getSize() == 1) return false;
-  return check_calls_ == 2 ||
-         !allreduce_choice_.ChecksAgreement(t.numel() * collective::DataTypeSize(t.type()));
-}
-
 bool ProcessGroupCohort::OnReductionServer(const StagedTensor& t) const {
   return allreduce_choice_.For(t.numel() * collective::DataTypeSize(t.type())) ==
          collective::Algorithm::kReductionServer;
@@ -847,15 +838,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
-  if (overlap_ && OnReductionServer(*staged) && !NeedsAgreementCheck(*staged)) {
+  if (overlap_ && OnReductionServer(*staged) && !ChecksCalls()) {
     return EnqueueDeferred(
         c10d::OpType::ALLREDUCE, "allreduce", tensors,
         [this, staged, op]() -> StatusOr<Deferred> { return StartAllreduce(staged, op); },
         /*overlaps=*/true);
   }
   return Enqueue(c10d::OpType::ALLREDUCE, "allreduce", tensors, [this, staged, op, descriptor] {
-    if (NeedsAgreementCheck(*staged))
-      COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+    if (ChecksCalls()) COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
     COHORT_RETURN_IF_ERROR(Allreduce(*staged, op));
     staged->CopyBack();
     return Status::Ok();
@@ -907,10 +897,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
       AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  [this, runs, op, descriptor] {
-                   const bool check = std::any_of(
-                       runs->begin(), runs->end(),
-                       [this](const CoalescedRun& run) { return NeedsAgreementCheck(run.flat); });
-                   if (check) COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
+                   if (ChecksCalls())
+                     COHORT_RETURN_IF_ERROR(CheckAgreement(descriptor, RenderAllreduce));
                    for (CoalescedRun& run : *runs) COHORT_RETURN_IF_ERROR(Allreduce(run.flat, op));
                    for (CoalescedRun& run : *runs) run.CopyBack();
                    return Status::Ok();

@@ -23,17 +23,16 @@
 // COHORT_TORCH_OVERLAP=0 (Config::overlap) turns this off: every operation runs whole.
 //
 // Agreement: the library's collectives check that every rank made the same call (count, type,
-// root, op): its all-reduces within the call itself (the Reduction Server's reducers compare the
+// root, op), its all-reduces within the call itself (the Reduction Server's reducers compare the
 // workers' calls; recursive doubling, halving-doubling and the ring carry them in their exchanges:
-// pairwise_agreement.h; the shared-memory all-reduce's workers publish theirs beside their data),
-// except the hierarchical all-reduce, which over different counts could finish on some ranks with
-// wrong results. So an allreduce or allreduce_coalesced that runs hierarchically first
-// all-gathers a small descriptor (count, dtype, op, tensors and their shapes) and fails naming the
-// rank that disagrees. COHORT_TORCH_CHECK_CALLS (Config::check_calls): 1 (the default) that; 0
-// never; 2 before every all-reduce, for what the library's check cannot see: int8, uint8 and
-// bool tensors, all reduced as int32, and lists of tensors that coalesce into the same count.
-// Ranks whose sizes differ so much that they pick different algorithms (a small call by recursive
-// doubling, a large one on the reducers) wait for each other in vain and fail at the timeout.
+// pairwise_agreement.h; the shared-memory all-reduce's workers publish theirs beside their data;
+// the hierarchical all-reduce does both). Ranks whose sizes differ so much that they pick
+// different algorithms (a small call by recursive doubling, a large one on the reducers) wait for
+// each other in vain and fail at the timeout. COHORT_TORCH_CHECK_CALLS=1 (Config::check_calls), a
+// debugging aid, all-gathers a small descriptor of every allreduce and allreduce_coalesced first
+// (count, dtype, op, tensors and their shapes) and fails naming a rank whose call differs: that
+// also catches those, and what the library cannot see (int8, uint8 and bool tensors, all reduced
+// as int32; lists of tensors that coalesce into the same count), for a round per call.
 //
 // Operations that only move bytes (broadcast, gathers, scatters, all-to-all, send/recv) take any
 // dtype; tensors whose size is not a whole number of int32s travel padded (tensor_staging.h), so
@@ -96,7 +95,7 @@ struct Config {
   int num_reducers = -1;   // -1: COHORT_NUM_REDUCERS (0 when unset)
   std::string algorithm;   // "": COHORT_ALLREDUCE_ALGORITHM (auto when unset)
   size_t chunk_bytes = 0;  // 0: COHORT_CHUNK_BYTES, else chosen by placement
-  int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (1 when unset): 0, 1, 2 as above
+  int check_calls = -1;    // -1: COHORT_TORCH_CHECK_CALLS (0 when unset); see ProcessGroupCohort
   // "": COHORT_WIRE_DTYPE (off when unset); "bf16" or "f16": float32 all-reduces on the Reduction
   // Server cross the network in that type, reduced in float32 (CommunicatorOptions::wire_dtype);
   // "f32" or "none": off.
@@ -370,10 +369,9 @@ class ProcessGroupCohort final : public BackendBase {
   // renders a descriptor for the error.
   Status CheckAgreement(const std::vector<int64_t>& descriptor,
                         const std::function<std::string(const std::vector<int64_t>&)>& what);
-  // True when an all-reduce of `t` runs CheckAgreement first: always with check_calls 2; with 1
-  // when the library's all-reduce of `t` does not check itself that every rank made the same
-  // call (AllreduceChoice::ChecksAgreement); never with 0, or in a group of one.
-  bool NeedsAgreementCheck(const StagedTensor& t) const;
+  // True when every all-reduce runs CheckAgreement first (Config::check_calls, in a group of more
+  // than one).
+  bool ChecksCalls() const { return check_calls_ && getSize() > 1; }
   // True when the all-reduce of `t` runs on the Reduction Server, the one that overlaps.
   bool OnReductionServer(const StagedTensor& t) const;
   // peer kAnyRank: a receive from any rank (recvAnysource).
@@ -393,7 +391,7 @@ class ProcessGroupCohort final : public BackendBase {
 
   // Milliseconds: the timeout of operations issued from now on (setTimeout).
   std::atomic<int64_t> timeout_ms_;
-  int check_calls_ = 1;  // Config::check_calls
+  bool check_calls_ = false;
   bool overlap_ = true;
   collective::DataType wire_dtype_ = collective::DataType::kF32;
   std::string rendezvous_;  // how this group found its peers, for Describe()

@@ -283,20 +283,20 @@ TEST_F(WatchdogTest, RankThatNeverEntersAnAllreduceIsNamedDumpedAndRestarted) {
 // others wait in, which the recorders confirm: worker-1 completed the one before it and never
 // began it, chief-0 began it. worker-1's Python stacks come from the faulthandler that `import
 // cohort.torch` registers; the job restarts from the checkpoint of epoch 2 and succeeds.
-// COHORT_TORCH_CHECK_CALLS=0 makes each torch all-reduce one call of the communicator (with the
-// check on, the ranks first all-gather the call's shape, and the event names that all-gather).
+// Each torch all-reduce is one call of the communicator (with COHORT_TORCH_CHECK_CALLS=1 the ranks
+// would first all-gather the call's shape, and the event would name that all-gather).
 TEST_F(WatchdogTest, StockDdpScriptOnTheCohortBackendWithAStalledRankIsNamedDumpedAndRestarted) {
   if (!COHORT_TORCH_BACKEND) {
     GTEST_SKIP() << "the cohort torch backend was not built: " << COHORT_TORCH_BACKEND_WHY;
   }
   const std::string command = std::string(COHORT_DDP_STALL) + ", " + COHORT_TORCH_DDP_SCRIPT;
-  const std::string job = Submit(JobYaml(
-      "wd_ddp", 2, command,
-      "--backend=cohort, --epochs=4, --hidden=32, --batch-size=32, --lr=0.1, --seed=3, "
-      "--step-delay=0.05, --timeout=120",
-      "OMP_NUM_THREADS: \"1\", COHORT_TORCH_CHECK_CALLS: \"0\", DDP_STALL_REPLICA: worker-1, "
-      "DDP_STALL_AT_STEP: \"38\"",
-      "{hang_timeout: 3s, max_restarts: 2, restart_job_on_worker_restart: true}"));
+  const std::string job = Submit(
+      JobYaml("wd_ddp", 2, command,
+              "--backend=cohort, --epochs=4, --hidden=32, --batch-size=32, --lr=0.1, --seed=3, "
+              "--step-delay=0.05, --timeout=120",
+              "OMP_NUM_THREADS: \"1\", DDP_STALL_REPLICA: worker-1, "
+              "DDP_STALL_AT_STEP: \"38\"",
+              "{hang_timeout: 3s, max_restarts: 2, restart_job_on_worker_restart: true}"));
   ASSERT_FALSE(job.empty());
   wire::JobInfoT info = WaitForEnd(job, 150s);
   ASSERT_EQ(info.state, wire::JobState::SUCCEEDED)

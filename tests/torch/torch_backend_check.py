@@ -61,7 +61,7 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
   mismatch      ranks pass different sizes (allreduce, allgather, sparse allreduce): every rank
                 fails with an error naming a rank that disagrees, before the timeout; the
                 all-reduce is the ring's, whose exchanges carry the ranks' calls
-  mismatch-check-always  the same with COHORT_TORCH_CHECK_CALLS=2: the backend's all-gather of
+  mismatch-check-calls  the same with COHORT_TORCH_CHECK_CALLS=1: the backend's all-gather of
                 the ranks' calls names the rank, and tells int8 from uint8 tensors, which the
                 library reduces alike
   mismatch-shared-memory  the same on one host's shared memory (kAuto's choice), which compares
@@ -112,7 +112,7 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
   flight-recorder  each rank records into its own COHORT_FLIGHT_RECORDER file: every operation
                 once (not again by the backend above the Communicator), in order, with the time
                 it was queued on the backend's thread; an agreement all-gather before each
-                all-reduce (COHORT_TORCH_CHECK_CALLS=2, the ring pinned)
+                all-reduce (COHORT_TORCH_CHECK_CALLS=1, the ring pinned)
   flight-recorder-reducers  the same on the Reduction Server (1 reducer): no all-gathers
   overlap       all-reduces queued together on the Reduction Server (2 reducers): the next one
                 starts (flight recorder) before the one before it has finished, and every result
@@ -1671,12 +1671,6 @@ def scenario_bad_use():
                         ["allreduce_coalesced", "torch.complex64"], "complex allreduce_coalesced")
     check.expect_raises(lambda: pg.recv_anysource([torch.ones(1)], -1), ["recvAnysource", "tag -1"],
                         "recv from any source, bad tag")
-    # (What Options(check_calls=...) becomes, before any group is made with it.)
-    check.expect_raises(lambda: cohort.torch._check_calls_level("sometimes"),
-                        ["check_calls", "'always'", "'sometimes'"], "Options(check_calls='sometimes')",
-                        errors=(ValueError,))
-    check.expect([cohort.torch._check_calls_level(v) for v in (None, False, True, "always")] == [-1, 0, 1, 2],
-                 "Options(check_calls=None/False/True/'always')")
     n = dist.get_world_size()
     check.expect_raises(lambda: dist.broadcast(torch.ones(3), src=n), ["broadcast", f"root {n}"], "broadcast root")
     check.expect_raises(lambda: dist.all_gather([torch.ones(3)] * (n + 1), torch.ones(3)),
@@ -1736,8 +1730,7 @@ def scenario_mismatch():
     sub = dist.new_group(backend="cohort")
     sparse_group = dist.new_group(backend="cohort")
     pinned = os.environ.get("COHORT_ALLREDUCE_ALGORITHM")
-    always = os.environ.get("COHORT_TORCH_CHECK_CALLS") == "2"
-    if always:
+    if os.environ.get("COHORT_TORCH_CHECK_CALLS") == "1":
         # Every rank sees every descriptor: each names a rank that passes something else, even
         # where the library reduces both alike (int8 and uint8 both as int32).
         dtype_group = dist.new_group(backend="cohort")
@@ -2622,8 +2615,8 @@ def scenario_flight_recorder():
     check.expect(ops.count(1) == 6, f"6 all-reduces recorded once each, not {ops.count(1)} (ops {ops})")
     check.expect(ops.count(2) == 1, f"one broadcast, not {ops.count(2)}")
     # The library checks the calls: no all-gather before an all-reduce, unless asked for
-    # (COHORT_TORCH_CHECK_CALLS=2).
-    checks = 6 if os.environ.get("COHORT_TORCH_CHECK_CALLS") == "2" else 0
+    # (COHORT_TORCH_CHECK_CALLS=1).
+    checks = 6 if os.environ.get("COHORT_TORCH_CHECK_CALLS") == "1" else 0
     check.expect(ops.count(3) == checks, f"{checks} agreement all-gathers, not {ops.count(3)} (ops {ops})")
     check.expect(all(e["outcome"] == 2 for e in entries), f"every entry ok: {entries}")
     seqs = [e["op_seq"] for e in entries if e["comm_id"] == entries[0]["comm_id"]]
@@ -2827,8 +2820,8 @@ SCENARIOS = {
     "cuda": (2, 0, {}, (), scenario_cuda),
     "bad-use": (2, 0, {}, (), scenario_bad_use),
     "mismatch": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_mismatch),
-    "mismatch-check-always": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "2"}, (),
-                              scenario_mismatch),
+    "mismatch-check-calls": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "1"}, (),
+                             scenario_mismatch),
     "mismatch-shared-memory": (3, 0, {}, (), scenario_mismatch),
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "mismatch-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (),
@@ -2867,7 +2860,7 @@ SCENARIOS = {
                           scenario_dead_peer_between),
     "dead-peer-between-sm": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                              scenario_dead_peer_between),
-    "flight-recorder": (2, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "2"}, (),
+    "flight-recorder": (2, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring", "COHORT_TORCH_CHECK_CALLS": "1"}, (),
                         scenario_flight_recorder),
     "flight-recorder-reducers": (2, 1, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                  scenario_flight_recorder),

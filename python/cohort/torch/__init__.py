@@ -93,13 +93,13 @@ class Options:
         0); inside a job the job's pool decides.
     algorithm: the all-reduce to pin (default COHORT_ALLREDUCE_ALGORITHM or auto).
     chunk_bytes: the pipeline unit (default COHORT_CHUNK_BYTES, else chosen by placement).
-    check_calls: before an all-reduce, check that every rank passes the same count, dtype and op
-        (one small all-gather). True (default COHORT_TORCH_CHECK_CALLS=1): only before a
-        hierarchical all-reduce (several ranks on each of several hosts); every other all-reduce
-        compares the ranks' calls within the call itself, as the library's other collectives do.
-        "always" (COHORT_TORCH_CHECK_CALLS=2): before every all-reduce, which also tells int8,
-        uint8 and bool tensors apart and compares the tensors of a coalesced call one by one.
-        False (0): never.
+    check_calls: a debugging aid: before every all-reduce, all-gather what each rank passes
+        (count, dtype, op, tensors and their shapes) and fail naming a rank that differs (default
+        COHORT_TORCH_CHECK_CALLS or False). Without it every all-reduce still compares the ranks'
+        calls within the call itself, as the library's other collectives do; the all-gather also
+        tells int8, uint8 and bool tensors apart, compares the tensors of a coalesced call one by
+        one, and catches ranks whose sizes differ enough to pick different algorithms (which
+        otherwise wait for each other until the timeout), for a round per call.
     wire_dtype: "bf16" or "f16": float32 all-reduces on the Reduction Server cross the network in
         that type (half the bytes) and the reducers sum in float32, rounding once on the way back;
         every rank gets the same bytes. "f32" or "none": off. Default COHORT_WIRE_DTYPE (off).
@@ -127,17 +127,6 @@ _held = []
 _by_group_name = {} if _TORCH_MAJOR >= 2 else weakref.WeakValueDictionary()  # group name -> backend
 
 
-def _check_calls_level(check_calls):
-    """Options.check_calls as Config.check_calls: -1 (the environment), 0, 1 or 2 (always)."""
-    if check_calls is None:
-        return -1
-    if check_calls == "always":
-        return 2
-    if isinstance(check_calls, str):
-        raise ValueError(f"cohort: Options.check_calls must be True, False or 'always', not {check_calls!r}")
-    return int(bool(check_calls))
-
-
 def _create_process_group(backend_options, pg_options):
     options = pg_options if pg_options is not None else Options()
     if not isinstance(options, Options):
@@ -155,7 +144,7 @@ def _create_process_group(backend_options, pg_options):
             num_reducers=num_reducers,
             algorithm=options.algorithm or "",
             chunk_bytes=int(options.chunk_bytes or 0),
-            check_calls=_check_calls_level(options.check_calls),
+            check_calls=-1 if options.check_calls is None else int(bool(options.check_calls)),
             wire_dtype=options.wire_dtype or "",
             overlap=-1 if options.overlap is None else int(bool(options.overlap)),
         ),
