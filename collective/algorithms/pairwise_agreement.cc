@@ -60,6 +60,16 @@ PairwiseAgreement::PairwiseAgreement(Transport& transport, const AllreduceOption
   }
 }
 
+size_t PairwiseAgreement::InlineBytes(int peer, size_t data_bytes, size_t piece_bytes) const {
+  const Placement& placement = transport_.placement();
+  const int me = transport_.rank();
+  const auto hosts = static_cast<int>(placement.hosts.size());
+  const bool same_host = placement.shared_memory && me >= 0 && me < hosts && peer >= 0 &&
+                         peer < hosts && placement.hosts[me] == placement.hosts[peer];
+  return AgreementInlineBytes(data_bytes, piece_bytes,
+                              same_host ? kAgreementInlineBytesSameHost : kAgreementInlineBytes);
+}
+
 int PairwiseAgreement::HeaderRank(int peer) const {
   const AgreementSeed* seed = options_.agreement;
   if (seed == nullptr || seed->job_ranks == nullptr) return peer;
@@ -92,7 +102,7 @@ Status PairwiseAgreement::PostSends(int peer, uint32_t step, ConstBytes data, si
   header.sender = mine_;
   header.differ[0] = differ_[0];
   header.differ[1] = differ_[1];
-  const size_t inline_bytes = AgreementInlineBytes(data.size, piece_bytes);
+  const size_t inline_bytes = InlineBytes(peer, data.size, piece_bytes);
   auto& box = outboxes_.emplace_back(new char[sizeof(header) + inline_bytes]);
   std::memcpy(box.get(), &header, sizeof(header));
   const auto* bytes = static_cast<const char*>(data.data);
@@ -159,7 +169,7 @@ StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& r
                                              MutableBytes into) {
   COHORT_ASSIGN_OR_RETURN(const bool taken,
                           TakeHead(peer, step, request, open, into.size, 0, into));
-  const size_t inline_bytes = AgreementInlineBytes(into.size, 0);
+  const size_t inline_bytes = InlineBytes(peer, into.size, 0);
   if (!taken || into.size == inline_bytes) return taken;
   COHORT_ASSIGN_OR_RETURN(Request in,
                           PostReceive(peer, step,
@@ -201,7 +211,7 @@ StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& req
                     " where this worker expects " + std::to_string(expected_bytes) +
                     " in pieces of " + std::to_string(piece_bytes) + " for the same call");
   }
-  const size_t inline_bytes = AgreementInlineBytes(got.data_bytes, got.piece_bytes);
+  const size_t inline_bytes = InlineBytes(peer, got.data_bytes, got.piece_bytes);
   if (inline_bytes > 0)
     std::memcpy(first_piece.data, inbox_.get() + sizeof(AgreementHeader), inline_bytes);
   return true;
@@ -209,7 +219,7 @@ StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& req
 
 Status PairwiseAgreement::Drain(int peer, uint32_t step, const AgreementHeader& got) {
   // What this worker does not take still has to be received, or its send would never complete.
-  const size_t inline_bytes = AgreementInlineBytes(got.data_bytes, got.piece_bytes);
+  const size_t inline_bytes = InlineBytes(peer, got.data_bytes, got.piece_bytes);
   const size_t pieces = PieceCount(got);
   if (pieces == 0 || (pieces == 1 && got.data_bytes == inline_bytes)) return Status::Ok();
   const size_t largest = PieceLength(got, 0);

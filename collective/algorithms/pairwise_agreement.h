@@ -1,20 +1,20 @@
 // PairwiseAgreement: how the all-reduces that move data between pairs of workers (recursive
 // doubling, halving-doubling, the ring) learn whether every worker made the same call (count, type,
-// op), within the exchanges they make anyway: no round is added (nor a message, but where a ring
-// step's first piece outgrows the inline part below and goes in two), and a disagreement fails
-// every worker with kInvalidArgument naming a worker whose call differs from its own and both
-// calls, instead of a truncated message, wrong results on some workers, or a wait until the
-// deadline.
+// op), within the exchanges they make anyway: no round is added (nor a message, but a 64-byte one
+// ahead of data too large to travel in it), and a disagreement fails every worker with
+// kInvalidArgument naming a worker whose call differs from its own and both calls, instead of a
+// truncated message, wrong results on some workers, or a wait until the deadline.
 //
-// Each message of data starts with a small header: the sender's call, the size of its data, and a
-// pair of workers whose calls differ when the sender knows one (it saw it itself, or an earlier
-// partner told it). The first kAgreementInlineBytes of the data travel in the header's message,
-// which the receiver takes into a buffer of that fixed size posted before anything is sent, so a
-// peer's message fits whatever its call; data beyond that follows as messages of their own (one,
-// or the ring's pieces), received once the header is read. The receiver takes the data only when
-// the header's call matches its own and neither side knew of a disagreement (both sides judge the
-// same two headers alike); otherwise it drains the rest into scratch memory, so every send
-// completes, and from then on it sends no data, only headers.
+// Each exchange starts with a small header: the sender's call, the size of its data, and a pair
+// of workers whose calls differ when the sender knows one (it saw it itself, or an earlier partner
+// told it). Data of up to kAgreementInlineBytes (kAgreementInlineBytesSameHost between workers of
+// one host; of a ring step, its first piece if that fits) travels in the header's message, which
+// the receiver takes into a buffer of that fixed size posted before anything is sent, so a peer's
+// message fits whatever its call; larger data follows as messages of its own (one, or the ring's
+// pieces), received once the header is read. The receiver takes the data only when the header's
+// call matches its own and neither side knew of a disagreement (both sides judge the same two
+// headers alike); otherwise it drains the rest into scratch memory, so every send completes, and
+// from then on it sends no data, only headers.
 //
 // Everyone learns: the steps pair the workers across the dimensions of a hypercube, one dimension
 // a step, and after the step across dimension k every worker whose sub-cube of dimension k + 1
@@ -43,15 +43,22 @@ namespace cohort::collective {
 // A header travels on step kAgreementHeaderStep + the step of its data (steps from kMaxDataStep up
 // are headers: collective_call.h); the data beyond the inline part on the data's own step.
 constexpr uint32_t kAgreementHeaderStep = kMaxDataStep + 2;
-// Data that travels in the header's message: all of it for the sizes kAuto sends by recursive
-// doubling (8 KiB) and halving-doubling (64 KiB, half of it in the largest message).
+// Data that travels in the header's message between hosts: all of it for the sizes kAuto sends by
+// recursive doubling (8 KiB) and halving-doubling (64 KiB, half of it in the largest message),
+// where a message more costs more than copying the data twice.
 constexpr size_t kAgreementInlineBytes = size_t{32} << 10;
+// Between two workers on one host over shared memory, where larger messages go by a zero-copy
+// rendezvous that copying them into the header's message would lose (bench/RESULTS.md,
+// "Agreement inside the ring").
+constexpr size_t kAgreementInlineBytesSameHost = size_t{8} << 10;
 
 // How many of `data_bytes`, sent in pieces of `piece_bytes` (0: one piece), travel in the header's
-// message: up to kAgreementInlineBytes, within the first piece.
-constexpr size_t AgreementInlineBytes(size_t data_bytes, size_t piece_bytes) {
-  size_t n = data_bytes < kAgreementInlineBytes ? data_bytes : kAgreementInlineBytes;
-  return piece_bytes != 0 && piece_bytes < n ? piece_bytes : n;
+// message, given the pair's `limit`: the whole first piece when it is at most that, else nothing.
+// A larger piece goes whole as a message of its own, as it would without the header (cut in two,
+// it cost a rendezvous more per ring step over shared memory).
+constexpr size_t AgreementInlineBytes(size_t data_bytes, size_t piece_bytes, size_t limit) {
+  const size_t first = piece_bytes != 0 && piece_bytes < data_bytes ? piece_bytes : data_bytes;
+  return first <= limit ? first : 0;
 }
 
 struct AgreementHeader {
@@ -60,7 +67,7 @@ struct AgreementHeader {
   // The data beyond the inline part travels in pieces of this many bytes, piece k on the data's
   // step + k, the first piece's rest on the data's step (0: one piece).
   uint32_t piece_bytes = 0;
-  uint64_t data_bytes = 0;  // the sender's data: inline up to kAgreementInlineBytes (0: none)
+  uint64_t data_bytes = 0;  // the sender's data, inline where InlineBytes says (0: none)
   AgreementCall sender;
   // Two workers whose calls differ, known to the sender; differ[0].rank < 0: it knows of none.
   AgreementCall differ[2];
@@ -94,7 +101,7 @@ class PairwiseAgreement {
   Status Finish();
 
   // One way, for data that moves in pieces (the ring): posts the header to `peer` with `data`
-  // (none once a disagreement is known), inline up to AgreementInlineBytes and the rest in pieces
+  // (none once a disagreement is known), inline as InlineBytes says and the rest in pieces
   // of `piece_bytes` (at most UINT32_MAX; 0: one piece), piece k on data step `step` + k. Returns
   // once posted; Finish waits for the sends.
   Status SendPieces(int peer, uint32_t step, ConstBytes data, size_t piece_bytes);
@@ -103,11 +110,15 @@ class PairwiseAgreement {
   StatusOr<Request> ExpectHeader(int peer, uint32_t step);
   // Waits for the header ExpectHeader posted (`header`). When this worker takes the data (true),
   // it must be `expected_bytes` in pieces of `piece_bytes` as SendPieces sends them; its inline
-  // part (AgreementInlineBytes) is copied to the start of `first_piece`, and the caller receives
-  // the rest (the first piece's rest on `step`, piece k on `step` + k). Otherwise (false) every
-  // piece the peer sent has been drained.
+  // part (InlineBytes: the first piece, or nothing) is copied to `first_piece`, and the caller
+  // receives the rest (piece k on `step` + k, the first unless it came inline). Otherwise (false)
+  // every piece the peer sent has been drained.
   StatusOr<bool> TakePieces(int peer, uint32_t step, Request& header, size_t expected_bytes,
                             size_t piece_bytes, MutableBytes first_piece);
+  // How many of `data_bytes` in pieces of `piece_bytes` travel in a header's message to or from
+  // `peer`: AgreementInlineBytes with kAgreementInlineBytesSameHost where the two share a host
+  // and its shared memory (the transport's placement), else kAgreementInlineBytes.
+  size_t InlineBytes(int peer, size_t data_bytes, size_t piece_bytes) const;
 
   // OK, or kInvalidArgument naming a worker whose call differs from this worker's, and both
   // calls, once a disagreement is known.
@@ -116,7 +127,7 @@ class PairwiseAgreement {
  private:
   // Posts the receive of `peer`'s header (and inline data) into inbox_.
   StatusOr<Request> PostHeaderReceive(int peer, uint32_t step);
-  // Posts this worker's header with `data` to `peer`: inline up to AgreementInlineBytes, the
+  // Posts this worker's header with `data` to `peer`: inline as InlineBytes says, the
   // rest in pieces of `piece_bytes` (0: one). The requests go to `out`.
   Status PostSends(int peer, uint32_t step, ConstBytes data, size_t piece_bytes,
                    std::vector<PeerRequest>* out);

@@ -49,8 +49,8 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
 
   // One ring step: send segment `send_idx` to the right, receive segment `recv_idx` from the left
   // (through the slots and reduce, or straight into place for the all-gather). Each segment
-  // travels behind the sender's header, its first bytes inline (pairwise_agreement.h); once this
-  // worker knows of a disagreement it moves headers only.
+  // travels behind the sender's header, its first piece inline when small (pairwise_agreement.h);
+  // once this worker knows of a disagreement it moves headers only.
   auto step = [&](uint32_t step_base, int send_idx, int recv_idx, bool reduce) -> Status {
     const size_t recv_n = seg_elems(recv_idx);
     const size_t recv_pieces = (recv_n + piece_elems - 1) / piece_elems;
@@ -68,7 +68,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
         const bool taken,
         agreement.TakePieces(left, step_base, header, recv_n * es, piece_bytes, first_piece));
     if (!taken) return agreement.Finish();
-    const size_t inline_bytes = AgreementInlineBytes(recv_n * es, piece_bytes);
+    const size_t inline_bytes = agreement.InlineBytes(left, recv_n * es, piece_bytes);
     auto post_recv = [&](size_t k) -> Status {
       const size_t skip = k == 0 ? inline_bytes : 0;
       const size_t bytes = piece_len(k) * es - skip;
