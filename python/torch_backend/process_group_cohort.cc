@@ -837,7 +837,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce");
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
-      AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
+      ChecksCalls()
+          ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
+          : std::vector<int64_t>{};
   if (overlap_ && OnReductionServer(*staged) && !ChecksCalls()) {
     return EnqueueDeferred(
         c10d::OpType::ALLREDUCE, "allreduce", tensors,
@@ -894,7 +896,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
   auto runs =
       std::make_shared<std::vector<CoalescedRun>>(CoalesceByType(tensors, "allreduce_coalesced"));
   auto descriptor =
-      AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp));
+      ChecksCalls()
+          ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
+          : std::vector<int64_t>{};
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  [this, runs, op, descriptor] {
                    if (ChecksCalls())
