@@ -144,16 +144,6 @@ TEST(RecursiveDoublingTest, NaNsUnderMinAndMaxLeaveEveryWorkerWithTheSameBytes) 
 // 1000-element calls in one piece a step, and 100000-element ones in 64 KiB pieces (the first
 // piece's rest and the later pieces drained behind the header).
 TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers) {
-  struct Variant {
-    std::string name;
-    size_t count;
-    DataType type;
-    ReduceOp op;
-  };
-  auto describe = [](const Variant& v) {
-    return std::to_string(v.count) + " " + std::string(DataTypeName(v.type)) + " (" +
-           std::string(ReduceOpName(v.op)) + ")";
-  };
   struct Setup {
     Algorithm algo;
     int workers;
@@ -175,15 +165,10 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
                                      {Algorithm::kRing, 4, 100000, 65536}};
   for (const Setup& setup : setups) {
     const int workers = setup.workers;
-    const Variant common = {"", setup.count, DataType::kF32, ReduceOp::kSum};
-    const std::vector<Variant> odd_calls = {
-        {"count", setup.count + 1, DataType::kF32, ReduceOp::kSum},
-        {"type", setup.count, DataType::kI32, ReduceOp::kSum},
-        {"op", setup.count, DataType::kF32, ReduceOp::kMax},
-        {"empty", 0, DataType::kF32, ReduceOp::kSum}};
+    const testing::AllreduceCall common = {"", setup.count};
     for (int odd : {0, 1, workers - 1}) {
       if (odd == 1 && workers == 2) continue;  // the last already
-      for (const Variant& variant : odd_calls) {
+      for (const testing::AllreduceCall& variant : testing::OddCalls(setup.count, true)) {
         const std::string name = std::string(AlgorithmName(setup.algo)) + ", " +
                                  std::to_string(workers) + " workers, " +
                                  std::to_string(setup.count) + " elements, worker " +
@@ -192,20 +177,13 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
         RunJob(
             workers, 0, setup.chunk_bytes,
             [&](Communicator& comm, std::vector<std::string>* f) {
-              const Variant& call = comm.rank() == odd ? variant : common;
+              const testing::AllreduceCall& call = comm.rank() == odd ? variant : common;
               std::vector<char> data(call.count * DataTypeSize(call.type) + 1);
               const Status s =
                   comm.Allreduce(data.data(), call.count, call.type, call.op, setup.algo);
-              const std::string& m = s.message();
-              const std::string quoted = comm.rank() == odd ? describe(common) : describe(variant);
-              if (s.code() != StatusCode::kInvalidArgument ||
-                  m.find("the workers disagree") == std::string::npos ||
-                  m.find(" called " + quoted + ", this worker " + describe(call)) ==
-                      std::string::npos ||
-                  (comm.rank() != odd &&
-                   m.find("worker " + std::to_string(odd) + " called") == std::string::npos)) {
-                f->push_back(s.ToString());
-              }
+              const std::string problem =
+                  testing::DisagreementProblem(s, comm.rank(), odd, common, variant);
+              if (!problem.empty()) f->push_back(problem);
               const Status after = comm.Barrier();
               if (after.code() != StatusCode::kAborted)
                 f->push_back("not poisoned: " + after.ToString());

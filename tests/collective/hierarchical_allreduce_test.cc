@@ -89,26 +89,12 @@ TEST_P(HierarchicalAllreduceTest, EveryTypeOpAndCountMatchesReferenceAndRepeatsB
 TEST_P(HierarchicalAllreduceTest, WorkersWhoseCallsDifferAllFailNamingOne) {
   const auto [hosts, per_host] = GetParam();
   const int n = hosts * per_host;
-  struct Call {
-    std::string name;
-    size_t count;
-    DataType type;
-    ReduceOp op;
-  };
-  auto describe = [](const Call& c) {
-    return std::to_string(c.count) + " " + std::string(DataTypeName(c.type)) + " (" +
-           std::string(ReduceOpName(c.op)) + ")";
-  };
   int cluster_id = 0;
   for (size_t count : {size_t{1000}, size_t{70001}}) {
-    const Call common = {"", count, DataType::kF32, ReduceOp::kSum};
-    std::vector<Call> odd_calls = {{"count", count + 1, DataType::kF32, ReduceOp::kSum},
-                                   {"type", count, DataType::kI32, ReduceOp::kSum},
-                                   {"op", count, DataType::kF32, ReduceOp::kMax}};
+    const testing::AllreduceCall common = {"", count};
     // (An empty call against a large one crosses hosts by another algorithm: they never meet.)
-    if (count == 1000) odd_calls.push_back({"empty", 0, DataType::kF32, ReduceOp::kSum});
     for (int odd : {0, n - 1}) {
-      for (const Call& variant : odd_calls) {
+      for (const testing::AllreduceCall& variant : testing::OddCalls(count, count == 1000)) {
         const std::string name = std::to_string(count) + " elements, worker " +
                                  std::to_string(odd) + "'s " + variant.name;
         Cluster cluster(hosts, per_host,
@@ -116,7 +102,7 @@ TEST_P(HierarchicalAllreduceTest, WorkersWhoseCallsDifferAllFailNamingOne) {
         ASSERT_TRUE(cluster.ok()) << name << ": a worker has no group";
         std::vector<std::string> failures(n);
         testing::RunRanks(n, [&](int w) {
-          const Call& call = w == odd ? variant : common;
+          const testing::AllreduceCall& call = w == odd ? variant : common;
           std::vector<char> data(call.count * DataTypeSize(call.type) + 1);
           AllreduceOptions o;
           o.data = data.data();
@@ -124,18 +110,9 @@ TEST_P(HierarchicalAllreduceTest, WorkersWhoseCallsDifferAllFailNamingOne) {
           o.type = call.type;
           o.op = call.op;
           o.deadline = DeadlineAfter(milliseconds(20000));
-          const Status s = cluster.Allreduce(w, o);
-          const std::string quoted = w == odd ? describe(common) : describe(variant);
-          const std::string& m = s.message();
-          if (s.code() != StatusCode::kInvalidArgument ||
-              m.find("the workers disagree") == std::string::npos ||
-              m.find(" called " + quoted + ", this worker " + describe(call)) ==
-                  std::string::npos ||
-              (w != odd &&
-               m.find("worker " + std::to_string(odd) + " called") == std::string::npos)) {
-            failures[w] = s.ToString();
-            return;
-          }
+          failures[w] =
+              testing::DisagreementProblem(cluster.Allreduce(w, o), w, odd, common, variant);
+          if (!failures[w].empty()) return;
           o.count = 0;
           const Status after = cluster.Allreduce(w, o);
           if (after.code() != StatusCode::kAborted) failures[w] = "then " + after.ToString();

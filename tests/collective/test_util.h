@@ -156,6 +156,49 @@ inline double ProductReference(DataType type, int n, size_t i) {
 }
 
 // Runs fn(rank) on `n` threads and joins them.
+// One worker's all-reduce call in the agreement tests.
+struct AllreduceCall {
+  std::string name;  // what differs from the common call, for failure messages
+  size_t count = 0;
+  DataType type = DataType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  // As errors quote it: "1000 f32 (sum)".
+  std::string Quoted() const {
+    return std::to_string(count) + " " + std::string(DataTypeName(type)) + " (" +
+           std::string(ReduceOpName(op)) + ")";
+  }
+};
+
+// The calls an odd worker makes against a common call of `count` f32 (sum): one element more,
+// another type of the same size, another op, and with `empty`, no elements.
+inline std::vector<AllreduceCall> OddCalls(size_t count, bool empty) {
+  std::vector<AllreduceCall> calls = {{"count", count + 1, DataType::kF32, ReduceOp::kSum},
+                                      {"type", count, DataType::kI32, ReduceOp::kSum},
+                                      {"op", count, DataType::kF32, ReduceOp::kMax}};
+  if (empty) calls.push_back({"empty", 0, DataType::kF32, ReduceOp::kSum});
+  return calls;
+}
+
+// Empty when `s`, worker `worker`'s outcome where worker `odd` called `variant` and every other
+// worker `common`, is the disagreement every worker must see: kInvalidArgument quoting a call that
+// differs from its own (the odd worker's, for the others) and its own; else what it was.
+inline std::string DisagreementProblem(const Status& s, int worker, int odd,
+                                       const AllreduceCall& common, const AllreduceCall& variant) {
+  const AllreduceCall& mine = worker == odd ? variant : common;
+  const AllreduceCall& theirs = worker == odd ? common : variant;
+  const std::string& m = s.message();
+  const bool named =
+      worker == odd || m.find("worker " + std::to_string(odd) + " called") != std::string::npos;
+  if (s.code() == StatusCode::kInvalidArgument &&
+      m.find("the workers disagree") != std::string::npos &&
+      m.find(" called " + theirs.Quoted() + ", this worker " + mine.Quoted()) !=
+          std::string::npos &&
+      named) {
+    return "";
+  }
+  return s.ToString();
+}
+
 inline void RunRanks(int n, const std::function<void(int)>& fn) {
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) threads.emplace_back(fn, r);
