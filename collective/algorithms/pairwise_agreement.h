@@ -25,8 +25,10 @@
 // result. The ring's steps pass each worker's header to the next around the ring: after its first
 // step every worker has compared its call with its left neighbour's, so if any two calls differ
 // some worker knows, and the n - 1 steps after it carry that around to every worker (the ring has
-// 2(n - 1)). Cost: 64 bytes a message and a copy of the data that travels inline; a separate
-// header message cost 20-40% of a 1-4 KiB all-reduce across hosts (bench/RESULTS.md, "Agreement").
+// 2(n - 1)). A stage of a larger call starts knowing what an earlier stage found (AgreementSeed:
+// the hierarchical all-reduce's host), and passes it on the same way. Cost: 64 bytes a message and
+// a copy of the data that travels inline; a separate header message cost 20-40% of a 1-4 KiB
+// all-reduce across hosts (bench/RESULTS.md, "Agreement").
 #pragma once
 
 #include <cstdint>
