@@ -6,25 +6,13 @@
 # differs every worker of both hosts fails naming it. Root only; skips (77) saying why elsewhere.
 set -euo pipefail
 src=$1 build=$2
-skip() { echo "skipped: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+source "$src/tests/testing/emulated_hosts.sh"
 /usr/bin/python3 -c 'import numpy' 2>/dev/null || skip "/usr/bin/python3 cannot import numpy"
-export COHORT_NETNS_PREFIX="cohort-h$$"
-cluster() { bash "$src/bench/netns/cluster.sh" "$@"; }
-why=$(cluster check 2>&1) || skip "no emulated hosts here: $(tail -n 1 <<<"$why")"
-run=$(mktemp -d /tmp/cohort-hier-hosts.XXXXXX)
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  cluster down >/dev/null 2>&1 || true
-  rm -rf "$run"
-}
-trap cleanup EXIT
+emulated_hosts "$src" hier
 cluster up --hosts 2 --rate 1gbit --subnet 10.79.0 >/dev/null
 port=$((20000 + RANDOM % 20000))
 for r in 0 1 2 3; do
-  cluster exec "h$((r / 2))" env RANK=$r WORLD_SIZE=4 COHORT_NUM_REDUCERS=0 \
+  on "h$((r / 2))" env RANK=$r WORLD_SIZE=4 COHORT_NUM_REDUCERS=0 \
     COHORT_BOOTSTRAP_ADDR=10.79.0.1:$port COHORT_COMM_TIMEOUT_MS=30000 \
     PYTHONPATH="$build/python" UCX_WARN_UNUSED_ENV_VARS=n \
     /usr/bin/python3 "$src/tests/collective/hierarchical_hosts_worker.py" >"$run/worker-$r.log" 2>&1 &

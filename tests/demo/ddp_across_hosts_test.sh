@@ -18,27 +18,10 @@
 # the hung group), and the script resumes from its checkpoint and succeeds, one restart spent. Root only (network namespaces); skips (77) saying why elsewhere.
 set -euo pipefail
 src=$1 build=$2 python=$3
-skip() { echo "skipped: $*"; exit 77; }
-fail() { echo "FAILED: $*"; exit 1; }
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root"
+source "$src/tests/testing/emulated_hosts.sh"
 "$python" -c 'import torch' 2>/dev/null || skip "$python cannot import torch (python3-torch)"
-export COHORT_NETNS_PREFIX="cohort-t$$"
-cluster() { bash "$src/bench/netns/cluster.sh" "$@"; }
-why=$(cluster check 2>&1) || skip "no emulated hosts here: $(tail -n 1 <<<"$why")"
-
-run=$(mktemp -d /tmp/cohort-ddp-hosts.XXXXXX)
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  sleep 1
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  cluster down >/dev/null 2>&1 || true
-  rm -rf "$run"
-}
-trap cleanup EXIT
+emulated_hosts "$src" ddp
 cluster up --hosts 4 --rate 1gbit --subnet 10.78.0 >/dev/null
-on() { local host=$1; shift; cluster exec "$host" "$@"; }
 on h0 "$build/coordinator/cohort-coordinator" --insecure --state-dir "$run/coordinator" \
   --client-endpoint tcp://10.78.0.1:7400 --agent-endpoint tcp://10.78.0.1:7401 \
   --http-endpoint none --output-root "$run/jobs" --heartbeat-timeout 5s \
