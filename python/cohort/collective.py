@@ -16,8 +16,9 @@ exactly as C++ code does with Communicator::FromEnvironment():
 Buffers: any C-contiguous numpy array of float32, float64, float16, int32 or int64 (writable where
 it receives; for a torch CPU tensor, pass tensor.numpy(), which shares its memory). bfloat16 has no
 numpy type: pass the raw bits as a uint16 array with dtype="bf16". Counts are the arrays' sizes:
-every worker passes arrays of the same sizes (a worker that receives from one that disagrees gets a
-CollectiveError naming it).
+every worker passes arrays of the same sizes (an all-reduce that differs raises CollectiveError on
+every worker, naming one whose call differs; in the other collectives a worker that receives from
+one that disagrees gets a CollectiveError naming it).
 
 The library is found, in this order, at $COHORT_COLLECTIVE_LIB, next to this package in a build tree
 (<build>/collective/), and by the dynamic loader's search (installed under the library dir).
