@@ -43,7 +43,7 @@
 namespace cohort::collective {
 
 // A header travels on step kAgreementHeaderStep + the step of its data (steps from kMaxDataStep up
-// are headers: collective_call.h); the data beyond the inline part on the data's own step.
+// are headers: collective_call.h); the data not inline on the data's own steps.
 constexpr uint32_t kAgreementHeaderStep = kMaxDataStep + 2;
 // Data that travels in the header's message between hosts: all of it for the sizes kAuto sends by
 // recursive doubling (8 KiB) and halving-doubling (64 KiB, half of it in the largest message),
@@ -66,8 +66,8 @@ constexpr size_t AgreementInlineBytes(size_t data_bytes, size_t piece_bytes, siz
 struct AgreementHeader {
   static constexpr uint32_t kMagic = 0x52474141;  // "AAGR"
   uint32_t magic = kMagic;
-  // The data beyond the inline part travels in pieces of this many bytes, piece k on the data's
-  // step + k, the first piece's rest on the data's step (0: one piece).
+  // The data travels in pieces of this many bytes (0: one piece), piece k on the data's step + k,
+  // the first one unless it came inline.
   uint32_t piece_bytes = 0;
   uint64_t data_bytes = 0;  // the sender's data, inline where InlineBytes says (0: none)
   AgreementCall sender;

@@ -338,6 +338,13 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
   return Status::Ok();
 }
 
+Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
+  return AllreduceDisagreement(
+      "shared-memory all-reduce", rank_name_(differ[0].rank),
+      DescribeAllreduceCall(differ[0].count, differ[0].type, differ[0].op),
+      DescribeAllreduceCall(differ[1].count, differ[1].type, differ[1].op));
+}
+
 // Elements first..first+len of slot `round`, summed over the workers in rank order into the
 // caller's buffer `data` (which holds this worker's own contribution, staged already), each
 // worker's part as soon as it has posted `copied`.
@@ -355,17 +362,12 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
           return AgreementCall{c.count, static_cast<uint8_t>(c.type), static_cast<uint8_t>(c.op), 0,
                                worker};
         };
-        const AgreementCall a = as_agreement(theirs, j);
-        const AgreementCall b = as_agreement(mine, rank_);
-        if (differ == nullptr) {
-          return AllreduceDisagreement("shared-memory all-reduce", rank_name_(j),
-                                       DescribeAllreduceCall(a.count, a.type, a.op),
-                                       DescribeAllreduceCall(b.count, b.type, b.op));
-        }
+        const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
+        if (differ == nullptr) return Disagreement(found);
         // Reading on is safe (the slice lies within every slot) and its sum goes unused.
         if (differ[0].rank < 0) {
-          differ[0] = a;
-          differ[1] = b;
+          differ[0] = found[0];
+          differ[1] = found[1];
         }
       }
     }
@@ -411,12 +413,7 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   if (across) {
     const bool found = differ[0].rank >= 0;
     COHORT_RETURN_IF_ERROR(across(data + lo, len, found ? differ : nullptr));
-    if (found) {
-      return AllreduceDisagreement(
-          "shared-memory all-reduce", rank_name_(differ[0].rank),
-          DescribeAllreduceCall(differ[0].count, differ[0].type, differ[0].op),
-          DescribeAllreduceCall(differ[1].count, differ[1].type, differ[1].op));
-    }
+    if (found) return Disagreement(differ);
   }
   if (options.op == ReduceOp::kAvg)
     ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);

@@ -86,6 +86,9 @@ class SharedMemoryGroup {
   // calls that differ there and goes on.
   Status SumOverWorkers(char* data, size_t first, size_t len, uint64_t round, uint32_t copied,
                         const AllreduceOptions& options, AgreementCall* differ = nullptr);
+  // kInvalidArgument: a peer's call (differ[0], its rank in the group) differs from this worker's
+  // (differ[1]).
+  Status Disagreement(const AgreementCall differ[2]) const;
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();
   Status WaitFor(int peer, uint32_t phase, Deadline deadline);
