@@ -70,8 +70,8 @@ int cohort_comm_rank(const cohort_comm_t* comm);
 int cohort_comm_size(const cohort_comm_t* comm);
 /* In-place all-reduce of `count` elements of `dtype` at `data`. Every worker passes the same count,
  * dtype and op: a call that differs fails every worker with COHORT_ERR_INVALID_ARGUMENT naming
- * one whose call differs (where two workers' sizes lead kAuto to different algorithms, they wait
- * for each other until the timeout). */
+ * one whose call differs (where two workers' sizes lead kAuto to different algorithms, once the
+ * call has waited 0.2 s). */
 int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op,
                      int algorithm);
 /* The collectives below run among the workers, one call at a time, like cohort_allreduce: every

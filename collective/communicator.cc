@@ -143,6 +143,8 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
                           OpenCommunicatorTransport(bootstrap, rank, world_size, num_reducers,
                                                     comm->generation_, options));
   // Every rank derives these from the same placement, so all workers agree.
+  comm->stall_notices_ = std::make_unique<StallNotices>(*comm->transport_);
+  for (int w = 0; w < world_size; ++w) comm->all_workers_.push_back(w);
   const Placement& placement = comm->transport_->placement();
   const bool shared_memory_allowed = placement.shared_memory;
   const bool workers_on_this_host = placement.AllOnHostOf(rank, 0, world_size);
@@ -242,6 +244,7 @@ Communicator::~Communicator() {
     (void)SendStopToReducers(*transport_, world_size_, num_reducers_,
                              SteadyClock::now() + std::chrono::milliseconds(2000));
   }
+  stall_notices_.reset();
   transport_.reset();
   job_.client.reset();
   job_.server.reset();
@@ -262,6 +265,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
     return InvalidArgument(
         "all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
+  const bool by_size = algorithm == Algorithm::kAuto && allreduce_choice().SizeDecides();
   if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm(count * DataTypeSize(type));
   if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
     return InvalidArgument(
@@ -289,18 +293,20 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
     // Staged whole: the pinned buffer is this thread's, and the next call reuses it.
     DeviceStaging staging;
     COHORT_RETURN_IF_ERROR(staging.CopyIn(data, count * DataTypeSize(type)));
-    COHORT_ASSIGN_OR_RETURN(PendingAllreduce pending,
-                            StartAllreduceHost(staging.host(), count, type, op, algorithm));
+    COHORT_ASSIGN_OR_RETURN(
+        PendingAllreduce pending,
+        StartAllreduceHost(staging.host(), count, type, op, algorithm, by_size));
     COHORT_RETURN_IF_ERROR(pending.Finish());
     COHORT_RETURN_IF_ERROR(staging.CopyOut(data));
     return PendingAllreduce();
   }
 #endif
-  return StartAllreduceHost(data, count, type, op, algorithm);
+  return StartAllreduceHost(data, count, type, op, algorithm, by_size);
 }
 
 StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t count, DataType type,
-                                                            ReduceOp op, Algorithm algorithm) {
+                                                            ReduceOp op, Algorithm algorithm,
+                                                            bool by_size) {
   AllreduceOptions o;
   o.data = data;
   o.count = count;
@@ -322,6 +328,17 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
   o.wire_type = options_.wire_dtype;
   // Fill and drain matter on links; on one host smaller chunks only cost more messages.
   o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
+  // Workers whose sizes led to different algorithms wait for each other: watch for that
+  // (stalled_call_check.h). The hierarchical all-reduce picks its stage across hosts by size.
+  std::unique_ptr<StalledCallCheck> stall;
+  if (by_size || algorithm == Algorithm::kHierarchical) {
+    if (++watched_calls_ % kStallDrainEvery == 0) stall_notices_->Drain(o.seq);
+    stall = std::make_unique<StalledCallCheck>(
+        *stall_notices_, algorithm == Algorithm::kHierarchical ? across_hosts_ : all_workers_,
+        AgreementCall{count, static_cast<uint8_t>(type), static_cast<uint8_t>(op), 0, rank_}, o.seq,
+        "all-reduce");
+    o.stall_check = stall.get();
+  }
   Status s;
   switch (algorithm) {
     case Algorithm::kReductionServer: {
@@ -331,6 +348,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
       if (!s.ok()) break;
       PendingAllreduce pending;
       pending.comm_ = this;
+      pending.stall_check_ = std::move(stall);
       pending.call_ = std::move(call);
       pending.recording_ = std::move(recording);
       ++pending_allreduces_;

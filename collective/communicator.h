@@ -49,6 +49,7 @@
 #include "collective/algorithms/collective_call.h"
 #include "collective/algorithms/point_to_point.h"
 #include "collective/algorithms/shared_memory_allreduce.h"
+#include "collective/algorithms/stalled_call_check.h"
 #include "collective/allreduce_selection.h"
 #include "collective/bootstrap.h"
 #include "collective/store_bootstrap.h"
@@ -82,6 +83,7 @@ class PendingAllreduce {
   void Abandon();
 
   Communicator* comm_ = nullptr;
+  std::unique_ptr<StalledCallCheck> stall_check_;  // the call's, which outlives it
   std::unique_ptr<ReductionServerCall> call_;
   FlightRecording recording_;
 };
@@ -162,8 +164,8 @@ class Communicator {
   // built with CUDA: staged through pinned host memory). kAuto: see AutoAlgorithm. Every worker
   // passes the same count, type and op: a call that differs fails every worker with
   // kInvalidArgument naming one whose call differs, whichever algorithm runs (each compares the
-  // calls within its own exchanges), except where the sizes lead kAuto to different algorithms on
-  // different workers: those wait for each other until the timeout.
+  // calls within its own exchanges); where the sizes lead kAuto to different algorithms on
+  // different workers, once the call has waited kStalledCallAfter (stalled_call_check.h).
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
   // Allreduce in two halves, for a caller that keeps its link busy across consecutive calls (the
@@ -280,8 +282,10 @@ class Communicator {
  private:
   friend class PendingAllreduce;
   Communicator() = default;
+  // `by_size`: kAuto chose `algorithm` by the call's size (and might have chosen another for
+  // another size).
   StatusOr<PendingAllreduce> StartAllreduceHost(void* data, size_t count, DataType type,
-                                                ReduceOp op, Algorithm algorithm);
+                                                ReduceOp op, Algorithm algorithm, bool by_size);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
   // options (sequence number, deadline), and its flight-recorder entry begins.
   Status BeginCall(std::string_view what, DataType type, size_t count,
@@ -341,6 +345,11 @@ class Communicator {
   std::unique_ptr<SharedMemoryGroup> host_memory_;
   std::vector<int> host_workers_;
   std::vector<int> across_hosts_;
+  // Calls whose workers may run different algorithms are watched (stalled_call_check.h): the
+  // notices, the workers' transport ranks (0 .. world_size - 1), and how many calls were watched.
+  std::unique_ptr<StallNotices> stall_notices_;
+  std::vector<int> all_workers_;
+  uint32_t watched_calls_ = 0;
 };
 
 }  // namespace cohort::collective

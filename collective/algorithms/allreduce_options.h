@@ -14,6 +14,8 @@
 
 namespace cohort::collective {
 
+class StalledCallCheck;
+
 // Pipeline unit across hosts: under the UCX eager limit (no chunk waits for a rendezvous
 // handshake) and small, since filling and draining the pipeline costs about 2 x workers x chunk.
 constexpr size_t kDefaultChunkBytes = size_t{128} << 10;
@@ -55,6 +57,11 @@ struct AgreementCall {
   uint16_t reserved = 0;
   int32_t rank = -1;  // the worker that made it
 };
+
+// True when two workers made the same call (whoever they are).
+inline bool SameCall(const AgreementCall& a, const AgreementCall& b) {
+  return a.count == b.count && a.type == b.type && a.op == b.op;
+}
 
 // For an all-reduce that is one stage of a larger call (the hierarchical all-reduce's stage across
 // hosts): what its agreement headers announce and know from the start, so that every worker
@@ -101,6 +108,9 @@ struct AllreduceOptions {
   // Recursive doubling and the ring as a stage of a larger call: see AgreementSeed (nullptr: the
   // call is its own).
   const AgreementSeed* agreement = nullptr;
+  // When set, every wait of the call goes through it (stalled_call_check.h): workers whose calls
+  // differ enough to run different algorithms then fail within a fraction of a second.
+  StalledCallCheck* stall_check = nullptr;
 };
 
 // "1000 f32 (sum)": an all-reduce call as errors quote it (the values may come from a peer, and

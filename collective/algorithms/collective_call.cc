@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "collective/algorithms/stalled_call_check.h"
+
 namespace cohort::collective {
 namespace {
 
@@ -134,15 +136,17 @@ Status PostPieces(Transport& transport, bool send, int peer, uint32_t seq, uint3
   return Status::Ok();
 }
 
-Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what) {
-  Status s = request.request.Wait(deadline);
+Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what,
+               StalledCallCheck* check) {
+  Status s = WaitChecked(request.request, deadline, check);
   if (s.ok()) return s;
   return s.WithContext(std::string(what) + (request.send ? ": sending to " : ": receiving from ") +
                        WorkerName(request.peer));
 }
 
-Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what) {
-  for (auto& r : *requests) COHORT_RETURN_IF_ERROR(WaitFor(r, deadline, what));
+Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what,
+               StalledCallCheck* check) {
+  for (auto& r : *requests) COHORT_RETURN_IF_ERROR(WaitFor(r, deadline, what, check));
   requests->clear();
   return Status::Ok();
 }

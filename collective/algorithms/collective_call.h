@@ -133,9 +133,12 @@ struct PeerRequest {
 Status PostPieces(Transport& transport, bool send, int peer, uint32_t seq, uint32_t first_step,
                   void* data, size_t elems, DataType type, size_t piece_elems,
                   std::vector<PeerRequest>* out);
-// Waits for one request; an error says "<what>: sending to worker 3: ..." (or receiving from).
-Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what);
-// Waits for every request in `requests`, in order, and clears it.
-Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what);
+// Waits for one request (through `check` when given: stalled_call_check.h); an error says
+// "<what>: sending to worker 3: ..." (or receiving from).
+Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what,
+               StalledCallCheck* check = nullptr);
+// Waits for every request in `requests`, in order, as WaitFor does, and clears it.
+Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what,
+               StalledCallCheck* check = nullptr);
 
 }  // namespace cohort::collective

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collective/algorithms/pairwise_agreement.h"
+#include "collective/algorithms/stalled_call_check.h"
 #include "collective/kernels/reduce.h"
 
 namespace cohort::collective {
@@ -36,8 +37,9 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
         transport.Isend(partner, tag, ConstBytes{at(send_lo), bytes(send_lo, send_hi)}));
     const std::string with =
         "halving-doubling all-reduce (all-gather): worker " + std::to_string(partner);
-    COHORT_RETURN_IF_ERROR(recv.Wait(options.deadline).WithContext("receive from " + with));
-    return send.Wait(options.deadline).WithContext("send to " + with);
+    COHORT_RETURN_IF_ERROR(WaitChecked(recv, options.deadline, options.stall_check)
+                               .WithContext("receive from " + with));
+    return WaitChecked(send, options.deadline, options.stall_check).WithContext("send to " + with);
   };
 
   // Reduce-scatter: at distance d the rank keeps the half of its blocks on its side of bit d and

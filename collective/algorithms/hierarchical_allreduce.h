@@ -15,7 +15,8 @@
 // so the workers with one local rank compare theirs across hosts, and a host that found two
 // calls differ passes that on there, where every other host hears of it. Calls whose sizes put
 // them on different sides of kRecursiveDoublingAllreduceMaxBytes (recursive doubling across hosts
-// for one, the ring for the other) do not meet: those workers fail at the deadline.
+// for one, the ring for the other) do not meet: the stall check in options.stall_check finds
+// those (stalled_call_check.h; the Communicator gives it the workers with this local rank).
 #pragma once
 
 #include <vector>

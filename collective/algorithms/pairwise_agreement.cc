@@ -9,10 +9,6 @@
 namespace cohort::collective {
 namespace {
 
-bool SameCall(const AgreementCall& a, const AgreementCall& b) {
-  return a.count == b.count && a.type == b.type && a.op == b.op;
-}
-
 std::string DescribeCall(const AgreementCall& c) {
   return DescribeAllreduceCall(c.count, c.type, c.op);
 }
@@ -131,7 +127,7 @@ StatusOr<bool> PairwiseAgreement::Swap(int peer, uint32_t step, ConstBytes send,
   COHORT_RETURN_IF_ERROR(PostSends(peer, step, open ? send : ConstBytes{}, 0, &sent));
   COHORT_ASSIGN_OR_RETURN(const bool taken, TakeHeader(peer, step, header_in, open, into));
   // The peer takes or drains what was sent: every send completes.
-  COHORT_RETURN_IF_ERROR(WaitAll(&sent, options_.deadline, what_));
+  COHORT_RETURN_IF_ERROR(WaitAll(&sent, options_.deadline, what_, options_.stall_check));
   return taken;
 }
 
@@ -160,7 +156,7 @@ StatusOr<bool> PairwiseAgreement::Receive(int peer, uint32_t step, MutableBytes 
 }
 
 Status PairwiseAgreement::Finish() {
-  COHORT_RETURN_IF_ERROR(WaitAll(&sends_, options_.deadline, what_));
+  COHORT_RETURN_IF_ERROR(WaitAll(&sends_, options_.deadline, what_, options_.stall_check));
   outboxes_.clear();
   return Status::Ok();
 }
@@ -176,7 +172,7 @@ StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& r
                                       MutableBytes{static_cast<char*>(into.data) + inline_bytes,
                                                    into.size - inline_bytes}));
   PeerRequest data_in{peer, false, std::move(in)};
-  COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_));
+  COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_, options_.stall_check));
   return true;
 }
 
@@ -184,7 +180,7 @@ StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& req
                                            size_t expected_bytes, size_t piece_bytes,
                                            MutableBytes first_piece) {
   PeerRequest header_in{peer, false, std::move(request)};
-  COHORT_RETURN_IF_ERROR(WaitFor(header_in, options_.deadline, what_));
+  COHORT_RETURN_IF_ERROR(WaitFor(header_in, options_.deadline, what_, options_.stall_check));
   AgreementHeader got;
   std::memcpy(&got, inbox_.get(), sizeof(got));
   if (!WellFormed(got) || got.sender.rank != HeaderRank(peer) ||
@@ -234,7 +230,7 @@ Status PairwiseAgreement::Drain(int peer, uint32_t step, const AgreementHeader& 
     COHORT_ASSIGN_OR_RETURN(Request in, PostReceive(peer, step + static_cast<uint32_t>(k),
                                                     MutableBytes{scratch.get(), length}));
     PeerRequest data_in{peer, false, std::move(in)};
-    COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_));
+    COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_, options_.stall_check));
   }
   return Status::Ok();
 }

@@ -117,7 +117,7 @@ Status ReductionServerCall::State::Start() {
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   header.wire_type = static_cast<uint8_t>(wire);
-  verdicts = std::make_unique<RoundVerdicts>(transport, n, m, header);
+  verdicts = std::make_unique<RoundVerdicts>(transport, n, m, header, options.stall_check);
   COHORT_RETURN_IF_ERROR(verdicts->Post());
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collective/algorithms/pairwise_agreement.h"
+#include "collective/algorithms/stalled_call_check.h"
 #include "collective/kernels/reduce.h"
 
 namespace cohort::collective {
@@ -91,8 +92,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
     for (size_t k = 0; k < first_recvs; ++k) COHORT_RETURN_IF_ERROR(post_recv(k));
     for (size_t k = 0; k < recv_pieces; ++k) {
       COHORT_RETURN_IF_ERROR(
-          recvs[k]
-              .Wait(options.deadline)
+          WaitChecked(recvs[k], options.deadline, options.stall_check)
               .WithContext("ring all-reduce: receiving from " + WorkerName(left)));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,

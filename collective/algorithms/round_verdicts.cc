@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "collective/algorithms/stalled_call_check.h"
+
 namespace cohort::collective {
 namespace {
 
@@ -138,14 +140,15 @@ Status ReductionServer::Linger(int lost, const Status& why, std::vector<bool> to
 }
 
 RoundVerdicts::RoundVerdicts(Transport& transport, int num_workers, int num_reducers,
-                             const RoundHeader& mine)
+                             const RoundHeader& mine, StalledCallCheck* stall_check)
     : transport_(transport),
       n_(num_workers),
       mine_(mine),
       got_(num_reducers),
       recvs_(num_reducers),
       answered_(num_reducers, false),
-      pending_(num_reducers) {}
+      pending_(num_reducers),
+      stall_check_(stall_check) {}
 
 Status RoundVerdicts::GoneWorker() const {
   const int gone = transport_.gone_peer();
@@ -201,6 +204,7 @@ Status RoundVerdicts::WaitWatching(Request& request, Deadline deadline, const st
   while (!all_answered()) {
     if (request.Poll(std::min(deadline, SteadyClock::now() + kVerdictWatchSlice))) break;
     COHORT_RETURN_IF_ERROR(Check(SteadyClock::now()));
+    if (stall_check_ != nullptr) COHORT_RETURN_IF_ERROR(stall_check_->Check());
     if (SteadyClock::now() >= deadline) break;
   }
   Status s = request.Wait(deadline);

@@ -25,7 +25,9 @@ RoundHeader AbortVerdict(int worker, StatusCode code);
 // goes out. Thread safety: one thread at a time.
 class RoundVerdicts {
  public:
-  RoundVerdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine);
+  // `stall_check` (may be null): WaitWatching also looks at it between slices.
+  RoundVerdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine,
+                StalledCallCheck* stall_check);
 
   // Posts the receives; fails at once, naming it, when this worker's transport already knows a
   // worker to be gone (the call could not complete: a reducer that lingered past
@@ -39,9 +41,9 @@ class RoundVerdicts {
   Status Check(Deadline until);
 
   // Waits for `request` until `deadline`; while a verdict is due, in slices that look at the
-  // verdicts, so a rejected or aborted call fails at once. A verdict also explains a failed
-  // request (the reducer that gave it stops serving), or else a worker this worker's transport
-  // knows to be gone; other errors of the request get `what`.
+  // verdicts (and the stall check), so a rejected or aborted call fails at once. A verdict also
+  // explains a failed request (the reducer that gave it stops serving), or else a worker this
+  // worker's transport knows to be gone; other errors of the request get `what`.
   Status WaitWatching(Request& request, Deadline deadline, const std::string& what);
 
   // Every verdict, each waited for until `deadline`.
@@ -59,6 +61,7 @@ class RoundVerdicts {
   std::vector<Request> recvs_;
   std::vector<bool> answered_;
   int pending_;  // verdicts not yet taken
+  StalledCallCheck* const stall_check_;
 };
 
 }  // namespace cohort::collective

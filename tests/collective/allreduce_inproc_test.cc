@@ -195,6 +195,56 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
   }
 }
 
+// Workers whose calls differ in size enough that kAuto runs different algorithms for them
+// (recursive doubling against halving-doubling, the ring or the Reduction Server; halving-doubling
+// against the ring or the Reduction Server) never meet in an algorithm's exchanges; the stall
+// notices (stalled_call_check.h) still fail every worker, the odd one out included, with
+// kInvalidArgument naming a worker whose call differs and quoting both calls, long before the 60 s
+// deadline would (the error is not kDeadlineExceeded). With reducers the job runs under a 10 s
+// deadline: the reducers wait that long for the worker that never sent its chunks.
+TEST(AllreduceAgreementTest, WorkersWhoseSizesPickDifferentAlgorithmsAllFailNamingOne) {
+  struct Setup {
+    int workers;
+    int reducers;
+    size_t common;  // elements of float32: 1000 recursive doubling, 10000 halving-doubling
+    size_t odd;
+    std::vector<int> odd_workers;
+  };
+  const std::vector<Setup> setups = {
+      {4, 0, 1000, 10000, {0, 1, 3}},  // recursive doubling, halving-doubling
+      {4, 0, 1000, 100000, {0, 3}},    // recursive doubling, the ring
+      {4, 0, 100000, 10000, {2}},      // the ring, halving-doubling
+      {3, 0, 1000, 100000, {0, 2}},    // recursive doubling (3 workers), the ring
+      {4, 2, 1000, 100000, {3}},       // recursive doubling, the Reduction Server
+      {4, 2, 100000, 10000, {1}},      // the Reduction Server, halving-doubling
+  };
+  for (const Setup& setup : setups) {
+    for (int odd : setup.odd_workers) {
+      const testing::AllreduceCall common = {"", setup.common};
+      const testing::AllreduceCall variant = {"size", setup.odd};
+      const std::string name = std::to_string(setup.workers) + " workers, " +
+                               std::to_string(setup.reducers) + " reducers, " +
+                               std::to_string(setup.common) + " elements, worker " +
+                               std::to_string(odd) + "'s " + std::to_string(setup.odd);
+      std::vector<std::string> failures;
+      std::vector<Status> reducer_status(static_cast<size_t>(setup.reducers));
+      testing::RunLoopbackJob(
+          setup.workers, setup.reducers,
+          testing::LoopbackOptions(milliseconds(setup.reducers > 0 ? 10000 : 60000), 65536),
+          [&](Communicator& comm, std::vector<std::string>* f) {
+            const testing::AllreduceCall& call = comm.rank() == odd ? variant : common;
+            std::vector<float> data(call.count, 1.0f);
+            const Status s = comm.Allreduce(data.data(), call.count, call.type, call.op);
+            const std::string problem =
+                testing::DisagreementProblem(s, comm.rank(), odd, common, variant);
+            if (!problem.empty()) f->push_back(problem);
+          },
+          &failures, &reducer_status);
+      for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+    }
+  }
+}
+
 // The Reduction Server's chunk size (ReductionServerChunkBytes), exactly: chunk_bytes for large
 // calls; at least kPipelineChunksPerReducer per reducer (not below 16 KiB) below that; at least
 // four per reducer (not below 4 KiB) for small calls.

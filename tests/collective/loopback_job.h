@@ -33,7 +33,9 @@ inline CommunicatorOptions LoopbackOptions(std::chrono::milliseconds timeout, si
 // Each worker builds its Communicator from `options` (made loopback here) and runs
 // body(comm, &its failures). Every failure lands in `failures` as "rank R: ...": a worker's
 // Create error, what its body recorded, and a reducer's error ("reducer I: ...") unless
-// `reducer_status` (one slot per reducer) takes the reducers' outcomes instead.
+// `reducer_status` (one slot per reducer) takes the reducers' outcomes instead. Once every
+// worker's Communicator is gone the reducers are told to stop: those that still wait for a round
+// (workers that failed send no stop) end with kCancelled.
 inline void RunLoopbackJob(int workers, int reducers, CommunicatorOptions options,
                            const WorkerBody& body, std::vector<std::string>* failures,
                            std::vector<Status>* reducer_status = nullptr) {
@@ -43,15 +45,19 @@ inline void RunLoopbackJob(int workers, int reducers, CommunicatorOptions option
   options.transport = CommunicatorOptions::TransportKind::kLoopback;
   options.loopback_fabric = &fabric;
   std::atomic<bool> stop{false};
+  std::atomic<int> workers_left{workers};
   RunRanks(workers + reducers, [&](int r) {
     std::vector<std::string> local;
     if (r < workers) {
-      auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
-      if (!comm.ok()) {
-        local.push_back("create: " + comm.status().ToString());
-      } else {
-        body(**comm, &local);
+      {
+        auto comm = Communicator::Create(bootstrap, r, workers, reducers, options);
+        if (!comm.ok()) {
+          local.push_back("create: " + comm.status().ToString());
+        } else {
+          body(**comm, &local);
+        }
       }
+      if (--workers_left == 0) stop = true;
     } else {
       ReducerOptions ro;
       ro.comm = options;

@@ -1,0 +1,141 @@
+// StalledCallCheck: how the workers of an all-reduce whose calls differ enough that kAuto ran
+// different algorithms for them (recursive doubling for one worker's 4 KiB, the ring for another's
+// 1 MiB; halving-doubling or the Reduction Server against either) learn of it within a fraction of
+// a second instead of at the deadline. Each algorithm compares the calls inside its own exchanges
+// (pairwise_agreement.h, the Reduction Server's verdicts), which workers running different
+// algorithms never share, and no algorithm finishes without every worker's data: so every worker
+// of such a call waits.
+//
+// A worker whose call has waited kStalledCallAfter sends its call, once, in a 64-byte notice to
+// its right neighbour among the call's workers, and from then on takes the notices that have come
+// between slices of its waits. A notice whose call differs from its own fails the call with
+// kInvalidArgument naming that worker and both calls, and this worker tells every other worker of
+// the call which two differ; a worker told so fails the same way. If any two workers' calls
+// differ, two neighbours' do, and both wait past kStalledCallAfter: every worker fails within
+// about kStalledCallAfter and a slice of the first. A call that is only slow (large, or waiting
+// for a late worker) costs each worker one notice; a call that ends sooner, nothing.
+//
+// Notices travel on one tag for all calls (MakeTag(0, kStallNoticeStep)) and carry their call's
+// seq. StallNotices, one per communicator, takes them in as they come and keeps them by call, so
+// that calls in flight together (the Reduction Server's two) each find their own; a notice that
+// comes after its call ended is dropped when a later call takes notices in, or drains them
+// (StallNotices::Drain, which the Communicator runs every kStallDrainEvery watched calls).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collective/algorithms/allreduce_options.h"
+#include "collective/transport/transport.h"
+#include "common/status.h"
+
+namespace cohort::collective {
+
+// How long a call waits before its worker sends its notice and starts taking others': longer than
+// kAuto's small calls take across hosts (0.1-1 ms), short next to any timeout.
+constexpr std::chrono::milliseconds kStalledCallAfter{200};
+// Once past kStalledCallAfter, how long a wait runs between looks at the notices.
+constexpr std::chrono::milliseconds kStalledCallSlice{10};
+// Notices' step: below the Reduction Server's verdicts (reduction_server.h, kVerdictStep).
+constexpr uint32_t kStallNoticeStep = (1u << kTagStepBits) - 5;
+// The Communicator drains notices that came too late for their call every this many watched calls.
+constexpr uint32_t kStallDrainEvery = 64;
+
+struct StallNotice {
+  static constexpr uint32_t kMagic = 0x4c415453;  // "STAL"
+  enum Kind : uint32_t { kCall = 1, kDisagreement = 2 };
+  uint32_t magic = kMagic;
+  uint32_t seq = 0;  // the call's AllreduceOptions::seq
+  uint32_t kind = kCall;
+  uint32_t reserved = 0;
+  // kCall: calls[0] is the sender's. kDisagreement: two workers' calls that differ.
+  AgreementCall calls[2];
+  uint8_t padding[16] = {};
+};
+static_assert(sizeof(StallNotice) == 64, "StallNotice travels as raw bytes");
+
+// The notices of one communicator's transport: sent without waiting (the sends are reaped later),
+// taken in as they come and kept by call. Thread safety: every method may be called from any
+// thread (a Reduction Server call's second half runs on another thread than the next call).
+class StallNotices {
+ public:
+  explicit StallNotices(Transport& transport) : transport_(transport) {}
+  // Gives the sends still outstanding a moment to leave.
+  ~StallNotices();
+  StallNotices(const StallNotices&) = delete;
+  StallNotices& operator=(const StallNotices&) = delete;
+
+  // Sends `notice` to transport rank `peer`. A transport that refuses (poisoned) is ignored: the
+  // call fails on its own then.
+  void Send(int peer, const StallNotice& notice);
+  // Takes in every notice that has come and returns (and forgets) those of call `seq`. Keeps
+  // those of calls from seq - 1 (still in flight beside it) to seq + kKeepAhead (a neighbour
+  // ahead); drops the rest. A notice that is not one (bad magic or kind) is kDataLoss naming its
+  // sender.
+  StatusOr<std::vector<StallNotice>> Take(uint32_t seq);
+  // Takes in every notice that has come and drops those of calls before `seq` - 1.
+  void Drain(uint32_t seq);
+
+  int rank() const { return transport_.rank(); }
+
+  static constexpr uint32_t kKeepAhead = 8;
+
+ private:
+  // Takes in what has come, keeping notices of calls seq - 1 .. seq + kKeepAhead. Holds mu_.
+  Status TakeInLocked(uint32_t seq);
+
+  Transport& transport_;
+  std::mutex mu_;
+  std::map<uint32_t, std::vector<StallNotice>> kept_;  // by seq; guarded by mu_
+  struct Sent {
+    std::unique_ptr<StallNotice> notice;
+    Request request;
+  };
+  std::vector<Sent> sends_;  // guarded by mu_
+};
+
+// One worker's watch over one all-reduce call: its waits (Wait) go in slices once the call is
+// overdue, and Check takes the notices between them. Contract: made as the call starts (the
+// kStalledCallAfter clock starts then), used by the thread that waits, destroyed after the call.
+class StalledCallCheck {
+ public:
+  // `workers`: the call's workers as ranks of `notices`' transport, in ring order, this worker
+  // among them. `mine`: this worker's call, with the rank errors name it by. `what` prefixes
+  // errors ("all-reduce").
+  // `workers` must outlive the check.
+  StalledCallCheck(StallNotices& notices, const std::vector<int>& workers, AgreementCall mine,
+                   uint32_t seq, std::string what);
+
+  // As request.Wait(deadline); once the call is overdue, waits in slices and fails as Check does
+  // between them.
+  Status Wait(Request& request, Deadline deadline);
+  // Before the call is overdue, OK. Then: sends this worker's notice (the first time), takes the
+  // notices that came, and fails with kInvalidArgument once they show two calls that differ
+  // (from then on, every time).
+  Status Check();
+
+ private:
+  // The error for calls `a` and `b`, which differ: it names the one that differs from this
+  // worker's. With `tell_others`, first tells every other worker of the call.
+  Status Disagree(const AgreementCall& a, const AgreementCall& b, bool tell_others);
+
+  StallNotices& notices_;
+  const std::vector<int>& workers_;
+  const AgreementCall mine_;
+  const uint32_t seq_;
+  const std::string what_;
+  const Deadline overdue_at_;
+  int me_ = -1;  // this worker's index in workers_
+  bool announced_ = false;
+  Status verdict_;
+};
+
+// request.Wait(deadline), through `check` when there is one.
+Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check);
+
+}  // namespace cohort::collective

@@ -1,0 +1,141 @@
+// StallNotices and StalledCallCheck over the loopback transport: which notices a call finds, what a
+// hostile one does, and when a check speaks. (Workers whose sizes run different algorithms end to
+// end: AllreduceAgreementTest.WorkersWhoseSizesPickDifferentAlgorithmsAllFailNamingOne.)
+#include "collective/algorithms/stalled_call_check.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "collective/transport/loopback/loopback_transport.h"
+
+namespace cohort::collective {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr Tag kNoticeTag = MakeTag(0, kStallNoticeStep);
+
+AgreementCall Call(uint64_t count, int rank) {
+  return {count, static_cast<uint8_t>(DataType::kF32), static_cast<uint8_t>(ReduceOp::kSum), 0,
+          rank};
+}
+
+// Sends `size` bytes at `data` from `from` to `to` on the notices' tag; the send goes to
+// `in_flight` (loopback completes it when it is taken).
+void SendRaw(Transport& from, int to, const void* data, size_t size,
+             std::vector<Request>* in_flight) {
+  auto sent = from.Isend(to, kNoticeTag, ConstBytes{data, size});
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  in_flight->push_back(std::move(*sent));
+}
+
+StallNotice CallNotice(uint32_t seq, const AgreementCall& call) {
+  StallNotice n;
+  n.seq = seq;
+  n.kind = StallNotice::kCall;
+  n.calls[0] = call;
+  return n;
+}
+
+// Take(seq) returns the notices of that call and keeps those of seq - 1 .. seq + kKeepAhead for
+// later; older and farther ones are dropped.
+TEST(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
+  LoopbackFabric fabric(2);
+  auto t0 = fabric.CreateTransport(0);
+  auto t1 = fabric.CreateTransport(1);
+  StallNotices notices(*t0);
+  std::vector<Request> in_flight;
+  std::vector<StallNotice> sent;
+  for (uint32_t seq : {5u, 9u, 10u, 10u + StallNotices::kKeepAhead + 1})
+    sent.push_back(CallNotice(seq, Call(seq, 1)));
+  for (const StallNotice& n : sent) SendRaw(*t1, 0, &n, sizeof(n), &in_flight);
+
+  auto ten = notices.Take(10);
+  ASSERT_TRUE(ten.ok()) << ten.status().ToString();
+  ASSERT_EQ(ten->size(), 1u);
+  EXPECT_EQ((*ten)[0].calls[0].count, 10u);
+  auto nine = notices.Take(9);  // kept: the call before may still be in flight
+  ASSERT_TRUE(nine.ok());
+  ASSERT_EQ(nine->size(), 1u);
+  EXPECT_EQ((*nine)[0].calls[0].count, 9u);
+  for (uint32_t seq : {5u, 10u + StallNotices::kKeepAhead + 1, 10u}) {
+    auto none = notices.Take(seq);
+    ASSERT_TRUE(none.ok());
+    EXPECT_TRUE(none->empty()) << "seq " << seq;
+  }
+}
+
+// Something on the notices' tag that is not a notice fails the call that takes it with kDataLoss
+// naming the sender, and nothing else: later notices are taken as before.
+TEST(StallNoticesTest, AMalformedNoticeIsDataLossNamingItsSender) {
+  LoopbackFabric fabric(2);
+  auto t0 = fabric.CreateTransport(0);
+  auto t1 = fabric.CreateTransport(1);
+  StallNotices notices(*t0);
+  std::vector<Request> in_flight;
+  StallNotice bad = CallNotice(3, Call(7, 1));
+  bad.magic = 0x12345678;
+  SendRaw(*t1, 0, &bad, sizeof(bad), &in_flight);
+  StallNotice wrong_kind = CallNotice(3, Call(7, 1));
+  wrong_kind.kind = 99;
+  SendRaw(*t1, 0, &wrong_kind, sizeof(wrong_kind), &in_flight);
+  for (int i = 0; i < 2; ++i) {
+    auto got = notices.Take(3);
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << got.status().ToString();
+    EXPECT_NE(got.status().message().find("from rank 1 is malformed"), std::string::npos)
+        << got.status().ToString();
+  }
+  const StallNotice good = CallNotice(3, Call(7, 1));
+  SendRaw(*t1, 0, &good, sizeof(good), &in_flight);
+  auto got = notices.Take(3);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->size(), 1u);
+}
+
+// Before kStalledCallAfter a check sends and takes nothing. Once overdue, worker 0 sends its call
+// to its right neighbour (worker 1) once; worker 1, whose call differs, fails naming worker 0 and
+// tells worker 2, which fails naming worker 0 too without a notice of its own neighbour's.
+TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEveryWorker) {
+  LoopbackFabric fabric(3);
+  std::vector<std::unique_ptr<Transport>> t;
+  for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
+  std::vector<std::unique_ptr<StallNotices>> notices;
+  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r]));
+  const std::vector<int> workers = {0, 1, 2};
+  StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 4, "all-reduce");
+  StalledCallCheck w1(*notices[1], workers, Call(3000, 1), 4, "all-reduce");
+  StalledCallCheck w2(*notices[2], workers, Call(3000, 2), 4, "all-reduce");
+
+  EXPECT_TRUE(w0.Check().ok());
+  EXPECT_FALSE(t[1]->Probe(kNoticeTag, SteadyClock::now() + milliseconds(20)).ok())
+      << "a notice before the call was overdue";
+
+  std::this_thread::sleep_for(kStalledCallAfter);
+  EXPECT_TRUE(w0.Check().ok());  // nothing has come to worker 0 (worker 2 has not looked)
+  EXPECT_TRUE(w0.Check().ok());  // and it sent its call once
+  const Status one = w1.Check();
+  EXPECT_EQ(one.code(), StatusCode::kInvalidArgument) << one.ToString();
+  EXPECT_NE(one.message().find("worker 0 called 1000 f32 (sum), this worker 3000 f32 (sum)"),
+            std::string::npos)
+      << one.ToString();
+  EXPECT_EQ(w1.Check().ToString(), one.ToString()) << "the verdict stays";
+  const Status two = w2.Check();
+  EXPECT_EQ(two.code(), StatusCode::kInvalidArgument) << two.ToString();
+  EXPECT_NE(two.message().find("worker 0 called 1000 f32 (sum), this worker 3000 f32 (sum)"),
+            std::string::npos)
+      << two.ToString();
+  // Worker 1 told worker 0 too; worker 2's own call reached worker 0 as well (it differs).
+  const Status zero = w0.Check();
+  EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument) << zero.ToString();
+  auto leftover = notices[1]->Take(4);
+  ASSERT_TRUE(leftover.ok());
+  for (const StallNotice& n : *leftover)
+    EXPECT_NE(n.kind, StallNotice::kCall) << "worker 0 sent its call more than once";
+}
+
+}  // namespace
+}  // namespace cohort::collective
