@@ -70,6 +70,10 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 reducers' verdicts, not the backend's all-gather, name the rank
   mismatch-recursive-doubling  the same by recursive doubling, whose exchanges carry the ranks'
                 calls (no all-gather before)
+  mismatch-sizes  over TCP (no shared memory), kAuto: ranks 0 and 1 all-reduce 1000 elements
+                (recursive doubling), rank 2 100000 (the ring): the two algorithms never meet,
+                and every rank still fails naming a rank that differs, not at the timeout
+  mismatch-sizes-reducers  the same with 2 reducers: rank 2's call goes to the Reduction Server
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -1778,6 +1782,31 @@ def scenario_mismatch():
     return check.finish()
 
 
+def scenario_mismatch_sizes():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    odd = 2
+    mine, theirs = (100000, 1000) if rank == odd else (1000, 100000)
+    expected = ["the workers disagree", f"called {theirs} f32 (sum), this worker {mine} f32 (sum)"]
+    if rank != odd:
+        expected.append(f"worker {odd} called")
+    # Each all-reduce compares the calls only within its own exchanges, which recursive doubling's
+    # and the ring's (or the Reduction Server's) never share: the stall notices find it. A deadline
+    # error would not name the call.
+    start = time.time()
+    text = check.expect_raises(lambda: dist.all_reduce(torch.ones(mine)), expected,
+                               "allreduce over sizes that pick different algorithms")
+    print(f"allreduce: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S + SLACK_S, f"the allreduce error took {took:.1f} s, past the timeout")
+    return check.finish()
+
+
 def scenario_no_join():
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -2826,6 +2855,8 @@ SCENARIOS = {
     "mismatch-reducers": (3, 2, {"COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (), scenario_mismatch),
     "mismatch-recursive-doubling": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "recursive-doubling"}, (),
                                     scenario_mismatch),
+    "mismatch-sizes": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_sizes),
+    "mismatch-sizes-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_sizes),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
@@ -3020,7 +3051,8 @@ def main():
     expected = {}
     if args.scenario.startswith("dead-peer"):
         expected[f"rank {workers - 1}"] = VICTIM_EXIT
-    if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "abort-reducers"):
+    if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "mismatch-sizes-reducers",
+                                                                  "abort-reducers"):
         # A reducer exits as its last session ended, failed here (a worker dead, workers that
         # disagree, an aborted worker), whichever end it noticed first (the store gone, or no new
         # session within --rejoin).

@@ -96,10 +96,10 @@ class Options:
     check_calls: a debugging aid: before every all-reduce, all-gather what each rank passes
         (count, dtype, op, tensors and their shapes) and fail naming a rank that differs (default
         COHORT_TORCH_CHECK_CALLS or False). Without it every all-reduce still compares the ranks'
-        calls within the call itself, as the library's other collectives do; the all-gather also
-        tells int8, uint8 and bool tensors apart, compares the tensors of a coalesced call one by
-        one, and catches ranks whose sizes differ enough to pick different algorithms (which
-        otherwise wait for each other until the timeout), for a round per call.
+        calls within the call itself, as the library's other collectives do (ranks whose sizes
+        differ enough to pick different algorithms once the call has waited 0.2 s); the
+        all-gather also tells int8, uint8 and bool tensors apart, compares the tensors of a
+        coalesced call one by one, and fails such ranks at once, for a round per call.
     wire_dtype: "bf16" or "f16": float32 all-reduces on the Reduction Server cross the network in
         that type (half the bytes) and the reducers sum in float32, rounding once on the way back;
         every rank gets the same bytes. "f32" or "none": off. Default COHORT_WIRE_DTYPE (off).
