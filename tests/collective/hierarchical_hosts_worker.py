@@ -38,7 +38,7 @@ def expect_disagreement(comm, rank, mine, theirs, odd, algorithm, failures):
             want.append(f"worker {odd} called")
         if e.code != INVALID_ARGUMENT or any(w not in e.message for w in want):
             failures.append(f"wrong error: {e}")
-        print(f"worker {rank}: {e.message}")
+        print(f"worker {rank}, after {time.monotonic() - start:.2f} s: {e.message}")
     took = time.monotonic() - start
     if took > 10:
         failures.append(f"the error took {took:.1f} s")
