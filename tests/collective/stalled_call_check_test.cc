@@ -5,7 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstring>
+#include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -23,15 +24,6 @@ AgreementCall Call(uint64_t count, int rank) {
           rank};
 }
 
-// Sends `size` bytes at `data` from `from` to `to` on the notices' tag; the send goes to
-// `in_flight` (loopback completes it when it is taken).
-void SendRaw(Transport& from, int to, const void* data, size_t size,
-             std::vector<Request>* in_flight) {
-  auto sent = from.Isend(to, kNoticeTag, ConstBytes{data, size});
-  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
-  in_flight->push_back(std::move(*sent));
-}
-
 StallNotice CallNotice(uint32_t seq, const AgreementCall& call) {
   StallNotice n;
   n.seq = seq;
@@ -40,29 +32,41 @@ StallNotice CallNotice(uint32_t seq, const AgreementCall& call) {
   return n;
 }
 
+// Rank 1 sends to rank 0's StallNotices, on the notices' tag.
+class StallNoticesTest : public ::testing::Test {
+ protected:
+  // Sends `size` bytes of `message` (a copy) from rank 1 to rank 0.
+  void Send(const StallNotice& message, size_t size = sizeof(StallNotice)) {
+    messages_.push_back(message);
+    auto sent = t1_->Isend(0, kNoticeTag, ConstBytes{&messages_.back(), size});
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+    in_flight_.push_back(std::move(*sent));  // loopback completes it when it is taken
+  }
+
+  LoopbackFabric fabric_{2};
+  std::unique_ptr<Transport> t0_ = fabric_.CreateTransport(0);
+  std::unique_ptr<Transport> t1_ = fabric_.CreateTransport(1);
+  std::deque<StallNotice> messages_;
+  std::vector<Request> in_flight_;
+  StallNotices notices_{*t0_};
+};
+
 // Take(seq) returns the notices of that call and keeps those of seq - 1 .. seq + kKeepAhead for
 // later; older and farther ones are dropped.
-TEST(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
-  LoopbackFabric fabric(2);
-  auto t0 = fabric.CreateTransport(0);
-  auto t1 = fabric.CreateTransport(1);
-  StallNotices notices(*t0);
-  std::vector<Request> in_flight;
-  std::vector<StallNotice> sent;
+TEST_F(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
   for (uint32_t seq : {5u, 9u, 10u, 10u + StallNotices::kKeepAhead + 1})
-    sent.push_back(CallNotice(seq, Call(seq, 1)));
-  for (const StallNotice& n : sent) SendRaw(*t1, 0, &n, sizeof(n), &in_flight);
+    Send(CallNotice(seq, Call(seq, 1)));
 
-  auto ten = notices.Take(10);
+  auto ten = notices_.Take(10);
   ASSERT_TRUE(ten.ok()) << ten.status().ToString();
   ASSERT_EQ(ten->size(), 1u);
   EXPECT_EQ((*ten)[0].calls[0].count, 10u);
-  auto nine = notices.Take(9);  // kept: the call before may still be in flight
+  auto nine = notices_.Take(9);  // kept: the call before may still be in flight
   ASSERT_TRUE(nine.ok());
   ASSERT_EQ(nine->size(), 1u);
   EXPECT_EQ((*nine)[0].calls[0].count, 9u);
   for (uint32_t seq : {5u, 10u + StallNotices::kKeepAhead + 1, 10u}) {
-    auto none = notices.Take(seq);
+    auto none = notices_.Take(seq);
     ASSERT_TRUE(none.ok());
     EXPECT_TRUE(none->empty()) << "seq " << seq;
   }
@@ -70,28 +74,23 @@ TEST(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
 
 // Something on the notices' tag that is not a notice fails the call that takes it with kDataLoss
 // naming the sender, and nothing else: later notices are taken as before.
-TEST(StallNoticesTest, AMalformedNoticeIsDataLossNamingItsSender) {
-  LoopbackFabric fabric(2);
-  auto t0 = fabric.CreateTransport(0);
-  auto t1 = fabric.CreateTransport(1);
-  StallNotices notices(*t0);
-  std::vector<Request> in_flight;
+TEST_F(StallNoticesTest, AMalformedNoticeIsDataLossNamingItsSender) {
   StallNotice bad = CallNotice(3, Call(7, 1));
   bad.magic = 0x12345678;
-  SendRaw(*t1, 0, &bad, sizeof(bad), &in_flight);
+  Send(bad);
   StallNotice wrong_kind = CallNotice(3, Call(7, 1));
   wrong_kind.kind = 99;
-  SendRaw(*t1, 0, &wrong_kind, sizeof(wrong_kind), &in_flight);
-  for (int i = 0; i < 2; ++i) {
-    auto got = notices.Take(3);
+  Send(wrong_kind);
+  Send(CallNotice(3, Call(7, 1)), 8);  // too short to say its kind
+  for (int i = 0; i < 3; ++i) {
+    auto got = notices_.Take(3);
     ASSERT_FALSE(got.ok());
     EXPECT_EQ(got.status().code(), StatusCode::kDataLoss) << got.status().ToString();
     EXPECT_NE(got.status().message().find("from rank 1 is malformed"), std::string::npos)
         << got.status().ToString();
   }
-  const StallNotice good = CallNotice(3, Call(7, 1));
-  SendRaw(*t1, 0, &good, sizeof(good), &in_flight);
-  auto got = notices.Take(3);
+  Send(CallNotice(3, Call(7, 1)));
+  auto got = notices_.Take(3);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(got->size(), 1u);
 }
