@@ -343,12 +343,12 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
   switch (algorithm) {
     case Algorithm::kReductionServer: {
       // Two calls in flight at most, of consecutive sequence numbers: each has its own staging.
-      auto call = std::make_unique<ReductionServerCall>(*transport_, o, &wire_staging_[o.seq & 1]);
+      auto call = std::make_unique<ReductionServerCall>(*transport_, o, &wire_staging_[o.seq & 1],
+                                                        std::move(stall));
       s = call->Send();
       if (!s.ok()) break;
       PendingAllreduce pending;
       pending.comm_ = this;
-      pending.stall_check_ = std::move(stall);
       pending.call_ = std::move(call);
       pending.recording_ = std::move(recording);
       ++pending_allreduces_;

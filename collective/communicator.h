@@ -83,7 +83,6 @@ class PendingAllreduce {
   void Abandon();
 
   Communicator* comm_ = nullptr;
-  std::unique_ptr<StalledCallCheck> stall_check_;  // the call's, which outlives it
   std::unique_ptr<ReductionServerCall> call_;
   FlightRecording recording_;
 };

@@ -58,6 +58,7 @@ struct ReductionServerCall::State {
 
   Transport& transport;
   const AllreduceOptions options;
+  std::unique_ptr<StalledCallCheck> stall_check;  // options.stall_check, when the call owns it
   std::vector<char>* const staging;
   int n = 0;
   int m = 0;
@@ -183,8 +184,11 @@ Status ReductionServerCall::State::Drive(bool all) {
 }
 
 ReductionServerCall::ReductionServerCall(Transport& transport, const AllreduceOptions& options,
-                                         std::vector<char>* staging)
-    : state_(std::make_unique<State>(transport, options, staging)) {}
+                                         std::vector<char>* staging,
+                                         std::unique_ptr<StalledCallCheck> stall_check)
+    : state_(std::make_unique<State>(transport, options, staging)) {
+  state_->stall_check = std::move(stall_check);
+}
 
 ReductionServerCall::~ReductionServerCall() = default;
 

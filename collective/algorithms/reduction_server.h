@@ -67,6 +67,7 @@
 #include <vector>
 
 #include "collective/algorithms/allreduce_options.h"
+#include "collective/algorithms/stalled_call_check.h"
 
 namespace cohort::collective {
 
@@ -110,8 +111,11 @@ Status ReductionServerAllreduce(Transport& transport, const AllreduceOptions& op
 // bounded).
 class ReductionServerCall {
  public:
+  // `stall_check`, when given, is options.stall_check, which the call then owns (it lives as long
+  // as the call, wherever the call is moved).
   ReductionServerCall(Transport& transport, const AllreduceOptions& options,
-                      std::vector<char>* staging);
+                      std::vector<char>* staging,
+                      std::unique_ptr<StalledCallCheck> stall_check = nullptr);
   ~ReductionServerCall();
   ReductionServerCall(const ReductionServerCall&) = delete;
   ReductionServerCall& operator=(const ReductionServerCall&) = delete;

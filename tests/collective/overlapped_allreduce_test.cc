@@ -130,5 +130,54 @@ TEST(OverlappedAllreduceLimitsTest, AThirdCallAndOtherCollectivesWaitForThePendi
   EXPECT_TRUE(failures.empty()) << ::testing::PrintToString(failures);
 }
 
+// A pending call kAuto chose by size carries its stall check (stalled_call_check.h; the call owns
+// it) wherever the PendingAllreduce goes, assigned included, as the torch backend assigns it:
+// worker 0's Reduction Server call, assigned to a PendingAllreduce made before, gives the sum
+// while worker 1 finishes its own past the check's 200 ms, and fails naming worker 1 (at its
+// start or its finish) when worker 1's call is small enough to run recursive doubling. (A first
+// version kept the check beside the call in PendingAllreduce, whose move assignment left it
+// behind: the torch backend's DDP jobs on the reducers crashed in StalledCallCheck::Check.)
+TEST(OverlappedAllreduceLimitsTest, AnAssignedPendingCallKeepsItsStallCheck) {
+  constexpr size_t kLarge = 100000;  // the Reduction Server under kAuto
+  for (const size_t worker1 : {kLarge, size_t{1000}}) {
+    std::vector<std::string> failures;
+    testing::RunLoopbackJob(
+        2, 1, testing::LoopbackOptions(milliseconds(20000), 16 << 10),
+        [&](Communicator& comm, std::vector<std::string>* fail) {
+          const size_t count = comm.rank() == 0 ? kLarge : worker1;
+          std::vector<float> data(count);
+          for (size_t i = 0; i < count; ++i) data[i] = Input(comm.rank(), 0, i);
+          Status s;
+          if (comm.rank() == 0) {
+            // The start itself may see the disagreement (its sends wait for the reducer's window).
+            PendingAllreduce pending;
+            auto started = comm.StartAllreduce(data.data(), count, DataType::kF32, ReduceOp::kSum);
+            if (started.ok()) {
+              pending = std::move(*started);
+              s = pending.Finish();
+            } else {
+              s = started.status();
+            }
+          } else if (worker1 == kLarge) {
+            auto started = comm.StartAllreduce(data.data(), count, DataType::kF32, ReduceOp::kSum);
+            std::this_thread::sleep_for(kStalledCallAfter + milliseconds(200));
+            s = started.ok() ? started->Finish() : started.status();
+          } else {
+            s = comm.Allreduce(data.data(), count, DataType::kF32, ReduceOp::kSum);
+          }
+          if (worker1 == kLarge) {
+            if (!s.ok()) fail->push_back(s.ToString());
+            if (std::string e = CheckCall(2, 0, data); s.ok() && !e.empty()) fail->push_back(e);
+          } else if (s.code() != StatusCode::kInvalidArgument ||
+                     s.message().find("the workers disagree") == std::string::npos) {
+            fail->push_back("not the disagreement: " + s.ToString());
+          }
+        },
+        &failures);
+    EXPECT_TRUE(failures.empty()) << "worker 1 calls " << worker1 << ": "
+                                  << ::testing::PrintToString(failures);
+  }
+}
+
 }  // namespace
 }  // namespace cohort::collective
