@@ -76,13 +76,13 @@ int PairwiseAgreement::HeaderRank(int peer) const {
 StatusOr<Request> PairwiseAgreement::PostSend(int peer, uint32_t step, ConstBytes data) {
   StatusOr<Request> posted = transport_.Isend(peer, MakeTag(options_.seq, step), data);
   if (posted.ok()) return posted;
-  return posted.status().WithContext(what_ + ": sending to " + WorkerName(peer));
+  return posted.status().WithContext(what_ + ": sending to " + PeerName(peer));
 }
 
 StatusOr<Request> PairwiseAgreement::PostReceive(int peer, uint32_t step, MutableBytes into) {
   StatusOr<Request> posted = transport_.Irecv(peer, MakeTag(options_.seq, step), into);
   if (posted.ok()) return posted;
-  return posted.status().WithContext(what_ + ": receiving from " + WorkerName(peer));
+  return posted.status().WithContext(what_ + ": receiving from " + PeerName(peer));
 }
 
 StatusOr<Request> PairwiseAgreement::PostHeaderReceive(int peer, uint32_t step) {
@@ -106,7 +106,7 @@ Status PairwiseAgreement::PostSends(int peer, uint32_t step, ConstBytes data, si
   COHORT_ASSIGN_OR_RETURN(Request sent,
                           PostSend(peer, kAgreementHeaderStep + step,
                                    ConstBytes{box.get(), sizeof(header) + inline_bytes}));
-  out->push_back(PeerRequest{peer, true, std::move(sent)});
+  out->push_back(PeerRequest{HeaderRank(peer), true, std::move(sent)});
   for (size_t k = 0, pieces = PieceCount(header); k < pieces; ++k) {
     const size_t skip = k == 0 ? inline_bytes : 0;
     const size_t length = PieceLength(header, k) - skip;
@@ -114,7 +114,7 @@ Status PairwiseAgreement::PostSends(int peer, uint32_t step, ConstBytes data, si
     const size_t offset = k * header.piece_bytes + skip;
     COHORT_ASSIGN_OR_RETURN(
         sent, PostSend(peer, step + static_cast<uint32_t>(k), ConstBytes{bytes + offset, length}));
-    out->push_back(PeerRequest{peer, true, std::move(sent)});
+    out->push_back(PeerRequest{HeaderRank(peer), true, std::move(sent)});
   }
   return Status::Ok();
 }
@@ -171,7 +171,7 @@ StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& r
                           PostReceive(peer, step,
                                       MutableBytes{static_cast<char*>(into.data) + inline_bytes,
                                                    into.size - inline_bytes}));
-  PeerRequest data_in{peer, false, std::move(in)};
+  PeerRequest data_in{HeaderRank(peer), false, std::move(in)};
   COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_, options_.stall_check));
   return true;
 }
@@ -179,13 +179,13 @@ StatusOr<bool> PairwiseAgreement::TakeHeader(int peer, uint32_t step, Request& r
 StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& request, bool open,
                                            size_t expected_bytes, size_t piece_bytes,
                                            MutableBytes first_piece) {
-  PeerRequest header_in{peer, false, std::move(request)};
+  PeerRequest header_in{HeaderRank(peer), false, std::move(request)};
   COHORT_RETURN_IF_ERROR(WaitFor(header_in, options_.deadline, what_, options_.stall_check));
   AgreementHeader got;
   std::memcpy(&got, inbox_.get(), sizeof(got));
   if (!WellFormed(got) || got.sender.rank != HeaderRank(peer) ||
       PieceCount(got) > kMaxDataStep - step)
-    return DataLoss(what_ + ": malformed call header from " + WorkerName(peer));
+    return DataLoss(what_ + ": malformed call header from " + PeerName(peer));
   const bool they_knew = got.differ[0].rank >= 0;
   const bool taken = open && !they_knew && SameCall(got.sender, mine_);
   if (!disagreement_known()) {
@@ -202,7 +202,7 @@ StatusOr<bool> PairwiseAgreement::TakeHead(int peer, uint32_t step, Request& req
     return false;
   }
   if (got.data_bytes != expected_bytes || got.piece_bytes != piece_bytes) {
-    return DataLoss(what_ + ": " + WorkerName(peer) + " sends " + std::to_string(got.data_bytes) +
+    return DataLoss(what_ + ": " + PeerName(peer) + " sends " + std::to_string(got.data_bytes) +
                     " bytes in pieces of " + std::to_string(got.piece_bytes) +
                     " where this worker expects " + std::to_string(expected_bytes) +
                     " in pieces of " + std::to_string(piece_bytes) + " for the same call");
@@ -222,14 +222,14 @@ Status PairwiseAgreement::Drain(int peer, uint32_t step, const AgreementHeader& 
   std::unique_ptr<char[]> scratch(new (std::nothrow) char[largest]);
   if (scratch == nullptr) {
     return ResourceExhausted(what_ + ": no memory to drain the " + std::to_string(largest) +
-                             "-byte pieces " + WorkerName(peer) + " sent for another call");
+                             "-byte pieces " + PeerName(peer) + " sent for another call");
   }
   for (size_t k = 0; k < pieces; ++k) {
     const size_t length = PieceLength(got, k) - (k == 0 ? inline_bytes : 0);
     if (length == 0) continue;
     COHORT_ASSIGN_OR_RETURN(Request in, PostReceive(peer, step + static_cast<uint32_t>(k),
                                                     MutableBytes{scratch.get(), length}));
-    PeerRequest data_in{peer, false, std::move(in)};
+    PeerRequest data_in{HeaderRank(peer), false, std::move(in)};
     COHORT_RETURN_IF_ERROR(WaitFor(data_in, options_.deadline, what_, options_.stall_check));
   }
   return Status::Ok();

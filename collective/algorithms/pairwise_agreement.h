@@ -126,6 +126,10 @@ class PairwiseAgreement {
   // calls, once a disagreement is known.
   Status Verdict() const;
 
+  // "worker 5": transport rank `peer` as errors name it, by its job rank where a seed maps them
+  // (a stage's transport ranks are not the job's).
+  std::string PeerName(int peer) const { return WorkerName(HeaderRank(peer)); }
+
  private:
   // Posts the receive of `peer`'s header (and inline data) into inbox_.
   StatusOr<Request> PostHeaderReceive(int peer, uint32_t step);

@@ -81,7 +81,8 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
           transport.Irecv(left, MakeTag(options.seq, step_base + static_cast<uint32_t>(k)),
                           MutableBytes{piece_dst(k) + skip, bytes});
       if (!posted.ok()) {
-        return posted.status().WithContext("ring all-reduce: receiving from " + WorkerName(left));
+        return posted.status().WithContext("ring all-reduce: receiving from " +
+                                           agreement.PeerName(left));
       }
       recvs[k] = std::move(*posted);
       return Status::Ok();
@@ -93,7 +94,7 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
     for (size_t k = 0; k < recv_pieces; ++k) {
       COHORT_RETURN_IF_ERROR(
           WaitChecked(recvs[k], options.deadline, options.stall_check)
-              .WithContext("ring all-reduce: receiving from " + WorkerName(left)));
+              .WithContext("ring all-reduce: receiving from " + agreement.PeerName(left)));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
                    piece_dst(k), piece_len(k));
