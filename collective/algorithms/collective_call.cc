@@ -139,7 +139,7 @@ Status PostPieces(Transport& transport, bool send, int peer, uint32_t seq, uint3
 Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what,
                StalledCallCheck* check) {
   Status s = WaitChecked(request.request, deadline, check);
-  if (s.ok()) return s;
+  if (s.ok() || StallFound(check)) return s;
   return s.WithContext(std::string(what) + (request.send ? ": sending to " : ": receiving from ") +
                        WorkerName(request.peer));
 }

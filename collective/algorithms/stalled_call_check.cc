@@ -155,12 +155,13 @@ Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b
     return DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
                     DescribeAllreduceCall(a.count, a.type, a.op) + " as this worker's");
   }
-  return AllreduceDisagreement(
-      what_, WorkerName(theirs->rank),
-      DescribeAllreduceCall(theirs->count, theirs->type, theirs->op),
+  return InvalidArgument(
+      what_ + ": the workers disagree: " + WorkerName(theirs->rank) + " called " +
+      DescribeAllreduceCall(theirs->count, theirs->type, theirs->op) + ", this worker " +
       DescribeAllreduceCall(mine_.count, mine_.type, mine_.op) +
-          " (the workers waited for each other: calls of different sizes can run different "
-          "algorithms)");
+      " (every worker must make the same all-reduce calls, in the same order; "
+      "these waited for each other, as calls of different sizes can run "
+      "different algorithms)");
 }
 
 Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check) {

@@ -118,6 +118,9 @@ class StalledCallCheck {
   // notices that came, and fails with kInvalidArgument once they show two calls that differ
   // (from then on, every time).
   Status Check();
+  // True once Check has found two calls that differ: an error of Wait is then that finding, which
+  // callers pass on as it is (it names the workers; where this worker waited does not matter).
+  bool found() const { return !verdict_.ok(); }
 
  private:
   // The error for calls `a` and `b`, which differ: it names the one that differs from this
@@ -137,5 +140,7 @@ class StalledCallCheck {
 
 // request.Wait(deadline), through `check` when there is one.
 Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check);
+// True when `check` is given and has found two calls that differ.
+inline bool StallFound(const StalledCallCheck* check) { return check != nullptr && check->found(); }
 
 }  // namespace cohort::collective
