@@ -40,12 +40,12 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, const std::vector<int>& h
     }
     const Status s =
         few_steps ? RecursiveDoublingAllreduce(hosts, ring) : RingAllreduce(hosts, ring);
-    // A disagreement names workers by their transport rank already.
+    // Errors name workers by their transport rank (the seed maps the stage's ranks); a
+    // disagreement says where it was found already.
     if (s.ok() || s.code() == StatusCode::kInvalidArgument) return s;
-    // Its "worker i" is the i-th of `across`.
     std::string workers;
     for (int w : across) workers += (workers.empty() ? "" : ", ") + std::to_string(w);
-    return s.WithContext("across hosts, among workers " + workers + " (worker i: the i-th)");
+    return s.WithContext("across hosts, among workers " + workers);
   };
   return local.Allreduce(options, reduce_across, options.num_workers);
 }

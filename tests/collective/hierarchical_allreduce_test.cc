@@ -126,6 +126,32 @@ TEST_P(HierarchicalAllreduceTest, WorkersWhoseCallsDifferAllFailNamingOne) {
   }
 }
 
+// The stage across hosts runs on a transport of its own ranks (worker 3 is rank 1 of worker 1's);
+// its errors still name workers by their rank in the job. Worker 3 never calls: worker 1 waits for
+// it across hosts, and worker 0 for worker 2, which waits for worker 3 on its host.
+TEST(HierarchicalAllreduceNamingTest, AStageAcrossHostsNamesWorkersByTheirJobRanks) {
+  for (size_t count : {size_t{1000}, size_t{70001}}) {  // recursive doubling, the ring
+    Cluster cluster(2, 2, "hier-naming-" + std::to_string(count));
+    ASSERT_TRUE(cluster.ok());
+    std::vector<Status> got(3);
+    testing::RunRanks(3, [&](int w) {
+      std::vector<float> data(count, 1.0f);
+      AllreduceOptions o;
+      o.data = data.data();
+      o.count = count;
+      o.deadline = DeadlineAfter(milliseconds(1000));
+      got[w] = cluster.Allreduce(w, o);
+    });
+    for (const auto& [w, waited] : {std::pair{0, 2}, {1, 3}}) {
+      const std::string& m = got[w].message();
+      EXPECT_NE(m.find("receiving from worker " + std::to_string(waited)), std::string::npos)
+          << count << " elements, worker " << w << ": " << got[w].ToString();
+      EXPECT_EQ(m.find("receiving from worker 1:"), std::string::npos)
+          << count << " elements, worker " << w << ": " << got[w].ToString();
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(HostsAndWorkersPerHost, HierarchicalAllreduceTest,
                          ::testing::Values(std::make_tuple(2, 2), std::make_tuple(3, 2),
                                            std::make_tuple(2, 3), std::make_tuple(2, 1)),
