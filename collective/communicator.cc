@@ -168,6 +168,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   } else if (shared_memory_allowed) {
     COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, placement, slot_bytes, deadline));
   }
+  comm->size_decides_ = comm->allreduce_choice().SizeDecides();
   return comm;
 }
 
@@ -265,7 +266,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
     return InvalidArgument(
         "all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
-  const bool by_size = algorithm == Algorithm::kAuto && allreduce_choice().SizeDecides();
+  const bool by_size = algorithm == Algorithm::kAuto && size_decides_;
   if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm(count * DataTypeSize(type));
   if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
     return InvalidArgument(

@@ -344,8 +344,10 @@ class Communicator {
   std::unique_ptr<SharedMemoryGroup> host_memory_;
   std::vector<int> host_workers_;
   std::vector<int> across_hosts_;
-  // Calls whose workers may run different algorithms are watched (stalled_call_check.h): the
+  // Calls whose workers may run different algorithms are watched (stalled_call_check.h): whether
+  // kAuto's choice depends on the size (allreduce_choice().SizeDecides(), fixed at Create), the
   // notices, the workers' transport ranks (0 .. world_size - 1), and how many calls were watched.
+  bool size_decides_ = false;
   std::unique_ptr<StallNotices> stall_notices_;
   std::vector<int> all_workers_;
   uint32_t watched_calls_ = 0;

@@ -122,14 +122,19 @@ inline std::string DescribeAllreduceCall(uint64_t count, uint8_t type, uint8_t o
          (IsValid(t) ? std::string(DataTypeName(t)) : "type " + std::to_string(type)) + " (" +
          (IsValid(o) ? std::string(ReduceOpName(o)) : "op " + std::to_string(op)) + ")";
 }
+inline std::string DescribeAllreduceCall(const AgreementCall& c) {
+  return DescribeAllreduceCall(c.count, c.type, c.op);
+}
 
 // kInvalidArgument "<what>: the workers disagree: <worker> called <theirs>, this worker <mine>
-// (...)": how an all-reduce that compares the workers' calls fails when they differ.
+// (...; <also>)": how an all-reduce that compares the workers' calls fails when they differ.
 inline Status AllreduceDisagreement(std::string_view what, const std::string& worker,
-                                    const std::string& theirs, const std::string& mine) {
+                                    const std::string& theirs, const std::string& mine,
+                                    std::string_view also = {}) {
   return InvalidArgument(std::string(what) + ": the workers disagree: " + worker + " called " +
                          theirs + ", this worker " + mine +
-                         " (every worker must make the same all-reduce calls, in the same order)");
+                         " (every worker must make the same all-reduce calls, in the same order" +
+                         (also.empty() ? "" : "; " + std::string(also)) + ")");
 }
 
 // kInvalidArgument "<what>: rank 5 is not a worker of 4" unless transport rank `rank` is one of

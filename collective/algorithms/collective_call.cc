@@ -138,10 +138,10 @@ Status PostPieces(Transport& transport, bool send, int peer, uint32_t seq, uint3
 
 Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what,
                StalledCallCheck* check) {
-  Status s = WaitChecked(request.request, deadline, check);
-  if (s.ok() || StallFound(check)) return s;
-  return s.WithContext(std::string(what) + (request.send ? ": sending to " : ": receiving from ") +
-                       WorkerName(request.peer));
+  return WaitChecked(request.request, deadline, check, [&] {
+    return std::string(what) + (request.send ? ": sending to " : ": receiving from ") +
+           WorkerName(request.peer);
+  });
 }
 
 Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what,

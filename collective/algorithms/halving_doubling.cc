@@ -37,12 +37,10 @@ Status HalvingDoublingAllreduce(Transport& transport, const AllreduceOptions& op
         transport.Isend(partner, tag, ConstBytes{at(send_lo), bytes(send_lo, send_hi)}));
     const std::string with =
         "halving-doubling all-reduce (all-gather): worker " + std::to_string(partner);
-    for (auto [request, to_from] : {std::pair{&recv, "receive from "}, {&send, "send to "}}) {
-      if (Status s = WaitChecked(*request, options.deadline, options.stall_check); !s.ok()) {
-        return StallFound(options.stall_check) ? s : s.WithContext(to_from + with);
-      }
-    }
-    return Status::Ok();
+    COHORT_RETURN_IF_ERROR(WaitChecked(recv, options.deadline, options.stall_check,
+                                       [&] { return "receive from " + with; }));
+    return WaitChecked(send, options.deadline, options.stall_check,
+                       [&] { return "send to " + with; });
   };
 
   // Reduce-scatter: at distance d the rank keeps the half of its blocks on its side of bit d and

@@ -9,10 +9,6 @@
 namespace cohort::collective {
 namespace {
 
-std::string DescribeCall(const AgreementCall& c) {
-  return DescribeAllreduceCall(c.count, c.type, c.op);
-}
-
 // True when `h` can be what a worker sends: a known type and op, data no larger than its call.
 bool WellFormed(const AgreementHeader& h) {
   const auto type = static_cast<DataType>(h.sender.type);
@@ -239,8 +235,8 @@ Status PairwiseAgreement::Verdict() const {
   if (!disagreement_known()) return Status::Ok();
   // The two calls differ, so one of them differs from this worker's.
   const AgreementCall& theirs = SameCall(differ_[0], mine_) ? differ_[1] : differ_[0];
-  return AllreduceDisagreement(what_, WorkerName(theirs.rank), DescribeCall(theirs),
-                               DescribeCall(mine_));
+  return AllreduceDisagreement(what_, WorkerName(theirs.rank), DescribeAllreduceCall(theirs),
+                               DescribeAllreduceCall(mine_));
 }
 
 }  // namespace cohort::collective

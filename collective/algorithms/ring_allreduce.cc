@@ -92,10 +92,9 @@ Status RingAllreduce(Transport& transport, const AllreduceOptions& options) {
     const size_t first_recvs = reduce ? std::min(slots, recv_pieces) : recv_pieces;
     for (size_t k = 0; k < first_recvs; ++k) COHORT_RETURN_IF_ERROR(post_recv(k));
     for (size_t k = 0; k < recv_pieces; ++k) {
-      if (Status s = WaitChecked(recvs[k], options.deadline, options.stall_check); !s.ok()) {
-        if (StallFound(options.stall_check)) return s;
-        return s.WithContext("ring all-reduce: receiving from " + agreement.PeerName(left));
-      }
+      COHORT_RETURN_IF_ERROR(WaitChecked(recvs[k], options.deadline, options.stall_check, [&] {
+        return "ring all-reduce: receiving from " + agreement.PeerName(left);
+      }));
       if (reduce) {
         ReduceInto(options.type, options.op, data + (seg_offset[recv_idx] + k * piece_elems) * es,
                    piece_dst(k), piece_len(k));

@@ -339,10 +339,8 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 }
 
 Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
-  return AllreduceDisagreement(
-      "shared-memory all-reduce", rank_name_(differ[0].rank),
-      DescribeAllreduceCall(differ[0].count, differ[0].type, differ[0].op),
-      DescribeAllreduceCall(differ[1].count, differ[1].type, differ[1].op));
+  return AllreduceDisagreement("shared-memory all-reduce", rank_name_(differ[0].rank),
+                               DescribeAllreduceCall(differ[0]), DescribeAllreduceCall(differ[1]));
 }
 
 // Elements first..first+len of slot `round`, summed over the workers in rank order into the

@@ -153,19 +153,11 @@ Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b
   const AgreementCall* theirs = !SameCall(a, mine_) ? &a : !SameCall(b, mine_) ? &b : nullptr;
   if (theirs == nullptr) {
     return DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
-                    DescribeAllreduceCall(a.count, a.type, a.op) + " as this worker's");
+                    DescribeAllreduceCall(a) + " as this worker's");
   }
-  return InvalidArgument(
-      what_ + ": the workers disagree: " + WorkerName(theirs->rank) + " called " +
-      DescribeAllreduceCall(theirs->count, theirs->type, theirs->op) + ", this worker " +
-      DescribeAllreduceCall(mine_.count, mine_.type, mine_.op) +
-      " (every worker must make the same all-reduce calls, in the same order; "
-      "these waited for each other, as calls of different sizes can run "
-      "different algorithms)");
-}
-
-Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check) {
-  return check != nullptr ? check->Wait(request, deadline) : request.Wait(deadline);
+  return AllreduceDisagreement(
+      what_, WorkerName(theirs->rank), DescribeAllreduceCall(*theirs), DescribeAllreduceCall(mine_),
+      "these waited for each other, as calls of different sizes can run different algorithms");
 }
 
 }  // namespace cohort::collective

@@ -118,8 +118,7 @@ class StalledCallCheck {
   // notices that came, and fails with kInvalidArgument once they show two calls that differ
   // (from then on, every time).
   Status Check();
-  // True once Check has found two calls that differ: an error of Wait is then that finding, which
-  // callers pass on as it is (it names the workers; where this worker waited does not matter).
+  // True once Check has found two calls that differ: an error of Wait is then that finding.
   bool found() const { return !verdict_.ok(); }
 
  private:
@@ -138,9 +137,14 @@ class StalledCallCheck {
   Status verdict_;
 };
 
-// request.Wait(deadline), through `check` when there is one.
-Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check);
-// True when `check` is given and has found two calls that differ.
-inline bool StallFound(const StalledCallCheck* check) { return check != nullptr && check->found(); }
+// request.Wait(deadline), through `check` when there is one. An error gets context() ahead of
+// it ("ring all-reduce: receiving from worker 3"), unless it is the check's finding, which names
+// the workers itself (where this worker happened to wait does not matter).
+template <typename Context>
+Status WaitChecked(Request& request, Deadline deadline, StalledCallCheck* check, Context context) {
+  Status s = check != nullptr ? check->Wait(request, deadline) : request.Wait(deadline);
+  if (s.ok() || (check != nullptr && check->found())) return s;
+  return s.WithContext(context());
+}
 
 }  // namespace cohort::collective
