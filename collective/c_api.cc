@@ -23,6 +23,12 @@ using cohort::Status;
 using cohort::collective::DataType;
 using cohort::collective::ReduceOp;
 
+static_assert(COHORT_PRODUCT == static_cast<int>(ReduceOp::kProduct) &&
+                  COHORT_BAND == static_cast<int>(ReduceOp::kBitwiseAnd) &&
+                  COHORT_BOR == static_cast<int>(ReduceOp::kBitwiseOr) &&
+                  COHORT_BXOR == static_cast<int>(ReduceOp::kBitwiseXor),
+              "the C API's ops are the library's");
+
 int Report(const Status& s) {
   if (s.ok()) {
     g_last_error.clear();
@@ -88,14 +94,7 @@ int cohort_comm_size(const cohort_comm_t* comm) {
 int cohort_allreduce(cohort_comm_t* comm, void* data, size_t count, int dtype, int op,
                      int algorithm) {
   using cohort::collective::Algorithm;
-  using cohort::collective::DataType;
-  using cohort::collective::ReduceOp;
-  if (comm == nullptr) return Report(cohort::InvalidArgument("cohort_allreduce: comm is NULL"));
-  if (dtype < 0 || dtype > 5)
-    return Report(
-        cohort::InvalidArgument("cohort_allreduce: unknown dtype " + std::to_string(dtype)));
-  if (op < 0 || op > COHORT_PRODUCT)
-    return Report(cohort::InvalidArgument("cohort_allreduce: unknown op " + std::to_string(op)));
+  if (Status s = CheckArgs("cohort_allreduce", comm, dtype, op); !s.ok()) return Report(s);
   if (algorithm < 0 || algorithm > COHORT_ALGO_RECURSIVE_DOUBLING) {
     return Report(cohort::InvalidArgument("cohort_allreduce: unknown algorithm " +
                                           std::to_string(algorithm)));

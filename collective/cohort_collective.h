@@ -45,7 +45,17 @@ enum {
   COHORT_I32 = 4,
   COHORT_I64 = 5
 };
-enum { COHORT_SUM = 0, COHORT_AVG = 1, COHORT_MIN = 2, COHORT_MAX = 3, COHORT_PRODUCT = 4 };
+/* The bitwise ops (BAND, BOR, BXOR) reduce COHORT_I32 and COHORT_I64 only. */
+enum {
+  COHORT_SUM = 0,
+  COHORT_AVG = 1,
+  COHORT_MIN = 2,
+  COHORT_MAX = 3,
+  COHORT_PRODUCT = 4,
+  COHORT_BAND = 5,
+  COHORT_BOR = 6,
+  COHORT_BXOR = 7
+};
 enum {
   COHORT_ALGO_AUTO = 0,
   COHORT_ALGO_REDUCTION_SERVER = 1,

@@ -260,7 +260,7 @@ Status Communicator::Allreduce(void* data, size_t count, DataType type, ReduceOp
 
 StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count, DataType type,
                                                         ReduceOp op, Algorithm algorithm) {
-  if (!IsValid(type) || !IsValid(op)) return InvalidArgument("all-reduce: unknown data type or op");
+  COHORT_RETURN_IF_ERROR(CheckReduction("all-reduce", type, op));
   if (count > 0 && data == nullptr) return InvalidArgument("all-reduce: null buffer");
   if (algorithm == Algorithm::kReductionServer && num_reducers_ == 0) {
     return InvalidArgument(

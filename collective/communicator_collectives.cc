@@ -102,7 +102,7 @@ Status Communicator::Allgather(const void* send, void* recv, size_t count, DataT
 
 Status Communicator::ReduceScatter(const void* send, void* recv, size_t count, DataType type,
                                    ReduceOp op) {
-  if (!IsValid(op)) return InvalidArgument("reduce-scatter: unknown op");
+  COHORT_RETURN_IF_ERROR(CheckReduction("reduce-scatter", type, op));
   auto o = Buffers<ReduceScatterOptions>(send, recv, count, type);
   o.op = op;
   return RunCall("reduce-scatter", type, count, {send, recv}, std::nullopt, o,
@@ -116,7 +116,7 @@ Status Communicator::Barrier() {
 
 Status Communicator::Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
                             int root) {
-  if (!IsValid(op)) return InvalidArgument("reduce: unknown op");
+  COHORT_RETURN_IF_ERROR(CheckReduction("reduce", type, op));
   auto o = Buffers<ReduceOptions>(send, recv, count, type);
   o.op = op;
   o.root = root;

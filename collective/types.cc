@@ -1,6 +1,7 @@
 #include "collective/types.h"
 
 #include "common/enum_names.h"
+#include "common/status.h"
 
 namespace cohort::collective {
 namespace {
@@ -12,11 +13,11 @@ constexpr EnumName<DataType> kDataTypeNames[] = {{DataType::kF32, "f32"}, {DataT
 constexpr EnumName<DataType> kDataTypeAliases[] = {
     {DataType::kF32, "float"}, {DataType::kF64, "double"}, {DataType::kF16, "half"}};
 
-constexpr EnumName<ReduceOp> kReduceOpNames[] = {{ReduceOp::kSum, "sum"},
-                                                 {ReduceOp::kAvg, "avg"},
-                                                 {ReduceOp::kMin, "min"},
-                                                 {ReduceOp::kMax, "max"},
-                                                 {ReduceOp::kProduct, "product"}};
+constexpr EnumName<ReduceOp> kReduceOpNames[] = {
+    {ReduceOp::kSum, "sum"},       {ReduceOp::kAvg, "avg"},         {ReduceOp::kMin, "min"},
+    {ReduceOp::kMax, "max"},       {ReduceOp::kProduct, "product"}, {ReduceOp::kBitwiseAnd, "band"},
+    {ReduceOp::kBitwiseOr, "bor"}, {ReduceOp::kBitwiseXor, "bxor"},
+};
 constexpr EnumName<ReduceOp> kReduceOpAliases[] = {{ReduceOp::kProduct, "prod"}};
 
 constexpr EnumName<Algorithm> kAlgorithmNames[] = {
@@ -62,6 +63,27 @@ std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
 std::string AlgorithmChoice() { return ChoiceOf(kAlgorithmNames); }
 
 bool IsValid(DataType type) { return static_cast<uint8_t>(type) <= 5; }
-bool IsValid(ReduceOp op) { return static_cast<uint8_t>(op) <= 4; }
+bool IsValid(ReduceOp op) { return static_cast<uint8_t>(op) <= 7; }
+
+bool IsInteger(DataType type) { return type == DataType::kI32 || type == DataType::kI64; }
+
+bool IsBitwise(ReduceOp op) {
+  return op == ReduceOp::kBitwiseAnd || op == ReduceOp::kBitwiseOr || op == ReduceOp::kBitwiseXor;
+}
+
+Status CheckReduction(std::string_view what, DataType type, ReduceOp op) {
+  const std::string prefix = std::string(what) + ": ";
+  if (!IsValid(type)) {
+    return InvalidArgument(prefix + "unknown data type " + std::to_string(static_cast<int>(type)));
+  }
+  if (!IsValid(op)) {
+    return InvalidArgument(prefix + "unknown op " + std::to_string(static_cast<int>(op)));
+  }
+  if (IsBitwise(op) && !IsInteger(type)) {
+    return InvalidArgument(prefix + std::string(ReduceOpName(op)) +
+                           " reduces integers (i32, i64), not " + std::string(DataTypeName(type)));
+  }
+  return Status::Ok();
+}
 
 }  // namespace cohort::collective

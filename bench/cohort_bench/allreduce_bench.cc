@@ -93,6 +93,19 @@ double Expected(ReduceOp op, size_t i, int n) {
       return base * n;
     case ReduceOp::kProduct:
       return std::pow(base, n) * std::tgamma(n + 1.0);  // base^n * n!
+    case ReduceOp::kBitwiseAnd:
+    case ReduceOp::kBitwiseOr:
+    case ReduceOp::kBitwiseXor: {
+      const auto b = static_cast<int64_t>(base);
+      int64_t acc = b;
+      for (int r = 1; r < n; ++r) {
+        const int64_t v = b * (r + 1);
+        acc = op == ReduceOp::kBitwiseAnd  ? (acc & v)
+              : op == ReduceOp::kBitwiseOr ? (acc | v)
+                                           : (acc ^ v);
+      }
+      return static_cast<double>(acc);
+    }
   }
   return 0;
 }
@@ -410,7 +423,7 @@ void PrintAllreduceUsage() {
       "usage: cohort-bench allreduce [--algo "
       "reduction-server|ring|halving-doubling|recursive-doubling|\n"
       "         shared-memory|hierarchical|auto] [--workers N] [--reducers M] [--sizes 1K:256M]\n"
-      "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max]\n"
+      "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|product|band|bor|bxor]\n"
       "         [--transport ucx|inproc] [--iters N] [--warmup N] [--max-seconds-per-size S]\n"
       "         [--chunk-bytes B] [--window W] [--max-flows F] [--timeout-ms T] [--check] "
       "[--json] [--overlap] [--gap-ms G]\n"

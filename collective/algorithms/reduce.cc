@@ -119,7 +119,7 @@ Status ChainReduce(Transport& transport, const ReduceOptions& options, HeaderExc
 
 Status Reduce(Transport& transport, const ReduceOptions& options) {
   COHORT_RETURN_IF_ERROR(CheckCollective(transport, options, kWhat, options.root));
-  if (!IsValid(options.op)) return InvalidArgument("reduce: unknown op");
+  COHORT_RETURN_IF_ERROR(CheckReduction("reduce", options.type, options.op));
   const bool root = transport.rank() == options.root;
   if (options.count > 0 && (options.send == nullptr || (root && options.recv == nullptr))) {
     return InvalidArgument("reduce: null buffer");

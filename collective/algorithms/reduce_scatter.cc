@@ -9,7 +9,7 @@ namespace cohort::collective {
 
 Status ReduceScatter(Transport& transport, const ReduceScatterOptions& options) {
   COHORT_RETURN_IF_ERROR(CheckCollective(transport, options, "reduce-scatter"));
-  if (!IsValid(options.op)) return InvalidArgument("reduce-scatter: unknown op");
+  COHORT_RETURN_IF_ERROR(CheckReduction("reduce-scatter", options.type, options.op));
   if (options.count > 0 && (options.send == nullptr || options.recv == nullptr)) {
     return InvalidArgument("reduce-scatter: null buffer");
   }

@@ -426,11 +426,11 @@ Status ReductionServer::Blame(int w, Status s) {
 Status ReductionServer::ServeRound(const RoundHeader& header) {
   const int n = options_.num_workers;
   const int m = options_.num_reducers;
-  if (!IsValid(static_cast<DataType>(header.type)) || !IsValid(static_cast<ReduceOp>(header.op))) {
-    return DataLoss("reducer: bad type or op in round header");
-  }
   const auto type = static_cast<DataType>(header.type);
   const auto op = static_cast<ReduceOp>(header.op);
+  if (Status s = CheckReduction("reducer: round header", type, op); !s.ok()) {
+    return DataLoss(s.message());
+  }
   const auto wire = static_cast<DataType>(header.wire_type);
   const bool compressed = wire != type;
   if (compressed &&

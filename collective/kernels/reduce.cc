@@ -62,7 +62,7 @@ void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t 
     using E = HostElement<decltype(t)>;
     auto* d = static_cast<typename E::Stored*>(inout);
     const auto* s = static_cast<const typename E::Stored*>(in);
-    kernels::WithReduceOp(op, [&](auto o) {
+    kernels::WithReduceOp<typename E::Compute>(op, [&](auto o) {
       using Op = decltype(o);
       if (inout == in) {
         ReduceLoopAliased<E, Op>(d, s, count);
@@ -89,7 +89,7 @@ void WidenToF32(DataType wire, float* out, const void* in, size_t count) {
 
 void ReduceWidenedInto(DataType wire, ReduceOp op, float* acc, const void* in, size_t count) {
   WithWireElement(wire, [&](auto e) {
-    kernels::WithReduceOp(op, [&](auto o) {
+    kernels::WithReduceOp<float>(op, [&](auto o) {
       ReduceWidenedLoop<decltype(e), decltype(o)>(acc, static_cast<const uint16_t*>(in), count);
     });
   });

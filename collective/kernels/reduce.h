@@ -13,7 +13,8 @@
 namespace cohort::collective {
 
 // inout[i] = op(inout[i], in[i]) for i < count. kAvg reduces as a sum; apply ScaleForAverage once
-// after the last contribution. kProduct on integers wraps modulo 2^bits.
+// after the last contribution. kProduct on integers wraps modulo 2^bits. `op` must reduce `type`
+// (CheckReduction in types.h): any other pair leaves inout as it is.
 void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t count);
 
 // data[i] /= divisor (integers divide with truncation toward zero). Used to finish kAvg.

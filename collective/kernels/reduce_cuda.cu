@@ -61,11 +61,12 @@ int LaunchReduceDevice(DataType type, ReduceOp op, void* inout, const void* in, 
   int blocks, threads;
   Grid(count, &blocks, &threads);
   auto s = static_cast<cudaStream_t>(stream);
-  const bool known = kernels::WithDataType(type, [&](auto t) {
+  bool known = false;
+  kernels::WithDataType(type, [&](auto t) {
     using E = DeviceElement<decltype(t)>;
     auto* d = static_cast<typename E::Stored*>(inout);
     const auto* src = static_cast<const typename E::Stored*>(in);
-    kernels::WithReduceOp(op, [&](auto o) {
+    known = kernels::WithReduceOp<typename E::Compute>(op, [&](auto o) {
       ReduceKernel<E, decltype(o)><<<blocks, threads, 0, s>>>(d, src, count);
     });
   });

@@ -3,9 +3,10 @@
 // arithmetic and each kernel is written once as a template over the element and the operator.
 //
 // Contract: an operator's Apply(a, b) is a pure function of two values of the compute type (float
-// for f16/bf16); kAvg dispatches as kSum (the caller divides once at the end). Each backend maps
-// a DataType to its own element type: WithDataType hands the visitor the type as a compile-time
-// constant (std::integral_constant<DataType, ...>).
+// for f16/bf16); kAvg dispatches as kSum (the caller divides once at the end). The bitwise
+// operators exist for integer compute types only (CheckReduction in types.h refuses the rest). Each
+// backend maps a DataType to its own element type: WithDataType hands the visitor the type as a
+// compile-time constant (std::integral_constant<DataType, ...>).
 #pragma once
 
 #include <cstdint>
@@ -52,9 +53,29 @@ struct Product {
   }
 };
 
-// Calls visit(Sum{}) (for kSum and kAvg), visit(Min{}), visit(Max{}) or visit(Product{}); false
-// (visiting nothing) for a value outside the enum.
-template <typename Visit>
+struct BitwiseAnd {
+  template <typename T>
+  COHORT_HOST_DEVICE static T Apply(T a, T b) {
+    return a & b;
+  }
+};
+struct BitwiseOr {
+  template <typename T>
+  COHORT_HOST_DEVICE static T Apply(T a, T b) {
+    return a | b;
+  }
+};
+struct BitwiseXor {
+  template <typename T>
+  COHORT_HOST_DEVICE static T Apply(T a, T b) {
+    return a ^ b;
+  }
+};
+
+// Calls visit(Sum{}) (for kSum and kAvg), visit(Min{}), visit(Max{}), visit(Product{}) or, where
+// Compute (the type reduced in) is an integer, visit(BitwiseAnd{}), visit(BitwiseOr{}) or
+// visit(BitwiseXor{}); false (visiting nothing) for any other op.
+template <typename Compute, typename Visit>
 bool WithReduceOp(ReduceOp op, Visit&& visit) {
   if (op == ReduceOp::kSum || op == ReduceOp::kAvg) {
     visit(Sum{});
@@ -64,6 +85,16 @@ bool WithReduceOp(ReduceOp op, Visit&& visit) {
     visit(Max{});
   } else if (op == ReduceOp::kProduct) {
     visit(Product{});
+  } else if constexpr (std::is_integral_v<Compute>) {
+    if (op == ReduceOp::kBitwiseAnd) {
+      visit(BitwiseAnd{});
+    } else if (op == ReduceOp::kBitwiseOr) {
+      visit(BitwiseOr{});
+    } else if (op == ReduceOp::kBitwiseXor) {
+      visit(BitwiseXor{});
+    } else {
+      return false;
+    }
   } else {
     return false;
   }

@@ -52,7 +52,8 @@ _DTYPES = {
     np.dtype(np.int64): 5,
 }
 _BF16 = 3
-_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "product": 4}
+# band, bor and bxor reduce integer arrays only.
+_OPS = {"sum": 0, "avg": 1, "min": 2, "max": 3, "product": 4, "band": 5, "bor": 6, "bxor": 7}
 _ALGORITHMS = {"auto": 0, "reduction-server": 1, "ring": 2, "halving-doubling": 3, "shared-memory": 4, "hierarchical": 5,
                "recursive-doubling": 6}
 
@@ -147,7 +148,7 @@ def _ptr(array):
 
 def _op_code(op):
     if op not in _OPS:
-        raise ValueError(f"unknown op {op!r} (sum, avg, min, max, product)")
+        raise ValueError(f"unknown op {op!r} ({', '.join(_OPS)})")
     return _OPS[op]
 
 
@@ -223,7 +224,7 @@ class Communicator:
 
     def allreduce(self, array, op="sum", algorithm="auto", dtype=None):
         """Reduces `array` in place across the workers and returns it. op: sum, avg, min, max,
-        product; algorithm: auto, reduction-server, ring, halving-doubling (a power-of-two number of
+        product, or for integer arrays band, bor, bxor; algorithm: auto, reduction-server, ring, halving-doubling (a power-of-two number of
         workers), recursive-doubling, shared-memory (every worker on one host), hierarchical (several
         hosts with as many workers each); dtype="bf16" for bfloat16 bits in a uint16 array."""
         code = _dtype_code(array, dtype, "allreduce", writable=True)

@@ -160,7 +160,7 @@ TEST_P(CollectivesTest, ReduceScatterMatchesReferenceAndRepeatsBitIdentically) {
   const int n = GetParam();
   CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
     for (DataType type : testing::kAllTypes) {
-      for (ReduceOp op : testing::kAllOps) {
+      for (ReduceOp op : testing::OpsFor(type)) {
         for (size_t count : kCounts) {
           const size_t es = DataTypeSize(type);
           const std::vector<char> in = testing::MakeInput(type, comm.rank(), n * count);
@@ -231,7 +231,7 @@ TEST_P(CollectivesTest, ReduceToEveryKindOfRootMatchesReferenceAndLeavesInputs) 
   const int n = GetParam();
   CheckOnWorkers(n, kCallTimeout, [&](Communicator& comm, std::vector<std::string>* f) {
     for (const auto& [root, type, count] : RootedCases(n)) {
-      for (ReduceOp op : testing::kAllOps) {
+      for (ReduceOp op : testing::OpsFor(type)) {
         const size_t es = DataTypeSize(type);
         const std::string name = CaseName(
             type, count, "/" + std::string(ReduceOpName(op)) + " root " + std::to_string(root));

@@ -63,7 +63,7 @@ int WorkerMain(int rank) {
       }
       // Reduce-scatter and reduce, every op.
       const std::vector<char> big = testing::MakeInput(type, rank, n * count);
-      for (ReduceOp op : testing::kAllOps) {
+      for (ReduceOp op : testing::OpsFor(type)) {
         std::vector<char> block(bytes + 1);
         s = comm.ReduceScatter(big.data(), block.data(), count, type, op);
         if (!s.ok()) return stop("reduce-scatter " + name + ": " + s.ToString());

@@ -90,6 +90,61 @@ INSTANTIATE_TEST_SUITE_P(AllTypesAndOps, ReduceKernelTest,
                                   std::string(ReduceOpName(std::get<1>(info.param)));
                          });
 
+INSTANTIATE_TEST_SUITE_P(IntegersBitwise, ReduceKernelTest,
+                         ::testing::Combine(::testing::Values(DataType::kI32, DataType::kI64),
+                                            ::testing::Values(ReduceOp::kBitwiseAnd,
+                                                              ReduceOp::kBitwiseOr,
+                                                              ReduceOp::kBitwiseXor)),
+                         [](const auto& info) {
+                           return std::string(DataTypeName(std::get<0>(info.param))) + "_" +
+                                  std::string(ReduceOpName(std::get<1>(info.param)));
+                         });
+
+// Every bit of the word takes part, the sign bit and the top half of an i64 included.
+TEST(BitwiseKernelTest, EveryBitOfTheWordIsReduced) {
+  const int64_t a = static_cast<int64_t>(0xF0F0'0000'FFFF'1234ull);
+  const int64_t b = static_cast<int64_t>(0x8F00'FFFF'0F0F'4321ull);
+  for (auto [op, want] :
+       {std::pair{ReduceOp::kBitwiseAnd, a & b}, std::pair{ReduceOp::kBitwiseOr, a | b},
+        std::pair{ReduceOp::kBitwiseXor, a ^ b}}) {
+    int64_t x[2] = {a, b};
+    const int64_t y[2] = {b, a};
+    ReduceInto(DataType::kI64, op, x, y, 2);
+    EXPECT_EQ(x[0], want) << ReduceOpName(op);
+    EXPECT_EQ(x[1], want) << ReduceOpName(op);
+    int32_t s[1] = {static_cast<int32_t>(a)};
+    const int32_t t[1] = {static_cast<int32_t>(b)};
+    ReduceInto(DataType::kI32, op, s, t, 1);
+    EXPECT_EQ(s[0], static_cast<int32_t>(want)) << ReduceOpName(op);
+  }
+}
+
+// The bitwise ops reduce integers only: CheckReduction refuses them on the floating-point types
+// naming both, and the kernel leaves such a buffer as it is.
+TEST(BitwiseKernelTest, FloatingPointTypesAreRefused) {
+  for (DataType type : {DataType::kF32, DataType::kF64, DataType::kF16, DataType::kBF16}) {
+    for (ReduceOp op : {ReduceOp::kBitwiseAnd, ReduceOp::kBitwiseOr, ReduceOp::kBitwiseXor}) {
+      const Status s = CheckReduction("all-reduce", type, op);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(s.message(), "all-reduce: " + std::string(ReduceOpName(op)) +
+                                 " reduces integers (i32, i64), not " +
+                                 std::string(DataTypeName(type)));
+    }
+    EXPECT_TRUE(CheckReduction("x", type, ReduceOp::kMax).ok());
+  }
+  for (DataType type : {DataType::kI32, DataType::kI64}) {
+    EXPECT_TRUE(CheckReduction("x", type, ReduceOp::kBitwiseXor).ok());
+  }
+  EXPECT_EQ(CheckReduction("reduce", DataType::kI32, static_cast<ReduceOp>(8)).message(),
+            "reduce: unknown op 8");
+  EXPECT_EQ(CheckReduction("reduce", static_cast<DataType>(6), ReduceOp::kSum).message(),
+            "reduce: unknown data type 6");
+  float x[1] = {1.5f};
+  const float y[1] = {2.5f};
+  ReduceInto(DataType::kF32, ReduceOp::kBitwiseOr, x, y, 1);
+  EXPECT_EQ(x[0], 1.5f);
+}
+
 TEST(ScaleTest, IntegersTruncateTowardZero) {
   std::vector<int32_t> v = {7, -7, 8, -1};
   ScaleForAverage(DataType::kI32, v.data(), v.size(), 2);
@@ -101,9 +156,12 @@ TEST(TypesTest, NamesRoundTrip) {
                  DataType::kI64}) {
     EXPECT_EQ(ParseDataType(DataTypeName(t)), t);
   }
-  for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax}) {
+  for (auto op :
+       {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct,
+        ReduceOp::kBitwiseAnd, ReduceOp::kBitwiseOr, ReduceOp::kBitwiseXor}) {
     EXPECT_EQ(ParseReduceOp(ReduceOpName(op)), op);
   }
+  EXPECT_EQ(ReduceOpName(ReduceOp::kBitwiseXor), "bxor");
   EXPECT_EQ(ParseAlgorithm("reduction-server"), Algorithm::kReductionServer);
   EXPECT_EQ(ParseAlgorithm("ring"), Algorithm::kRing);
   EXPECT_FALSE(ParseDataType("f8").has_value());

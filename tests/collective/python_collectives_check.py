@@ -80,6 +80,19 @@ def worker_main():
         p = np.array([2.0, -0.5, 1.0, -1.0], dtype=np.float32) * (1 if rank % 2 == 0 else -1)
         comm.allreduce(p, op="product")
         expect("allreduce product", p.astype(np.float64), np.array([2.0, -0.5, 1.0, -1.0]) ** n * (-1) ** (n // 2))
+        # bitwise ops on integers, the sign bit and an int64's top half included; refused on floats
+        def bits(r):
+            return np.array([1 << r, ~(1 << r), (1 << 62) >> r, -r], dtype=np.int64)
+        for op, fold in (("band", np.bitwise_and), ("bor", np.bitwise_or), ("bxor", np.bitwise_xor)):
+            want = fold.reduce([bits(r) for r in range(n)])
+            expect(f"allreduce {op} int64", comm.allreduce(bits(rank), op=op), want)
+            expect(f"allreduce {op} int32", comm.allreduce(bits(rank).astype(np.int32), op=op), want.astype(np.int32))
+        try:
+            comm.allreduce(np.ones(3, dtype=np.float32), op="bor")
+            failures.append("allreduce bor of float32: accepted")
+        except CollectiveError as e:
+            if e.code != INVALID_ARGUMENT or "bor reduces integers (i32, i64), not f32" not in e.message:
+                failures.append(f"allreduce bor of float32: {e}")
         # point-to-point round the ring, blocking and not
         right, left = (rank + 1) % n, (rank - 1) % n
         out = values(rank, 5000).astype(np.float64)

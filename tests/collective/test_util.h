@@ -45,8 +45,16 @@ class ForwardingTransport : public Transport {
 
 inline constexpr DataType kAllTypes[] = {DataType::kF32,  DataType::kF64, DataType::kF16,
                                          DataType::kBF16, DataType::kI32, DataType::kI64};
-inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin,
-                                       ReduceOp::kMax};
+
+// The ops the reference below covers that reduce `type`: sum, avg, min, max, and for the integer
+// types the bitwise ones. (kProduct needs inputs of its own: ProductInputValue.)
+inline std::vector<ReduceOp> OpsFor(DataType type) {
+  std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax};
+  if (IsInteger(type)) {
+    ops.insert(ops.end(), {ReduceOp::kBitwiseAnd, ReduceOp::kBitwiseOr, ReduceOp::kBitwiseXor});
+  }
+  return ops;
+}
 
 // Value of element i on rank r, as a double that is exactly representable in every type
 // (integers in [-48, 48] or multiples of 1/4 up to +-24.75 for floats).
@@ -86,6 +94,11 @@ inline double Reference(DataType type, ReduceOp op, int n, size_t i) {
       acc = std::min(acc, v);
     } else if (op == ReduceOp::kMax) {
       acc = std::max(acc, v);
+    } else if (IsBitwise(op)) {  // integers only, |v| <= 48: exact in a double
+      const auto a = static_cast<int64_t>(acc), b = static_cast<int64_t>(v);
+      acc = static_cast<double>(op == ReduceOp::kBitwiseAnd  ? (a & b)
+                                : op == ReduceOp::kBitwiseOr ? (a | b)
+                                                             : (a ^ b));
     } else {
       acc += v;
     }
@@ -220,7 +233,7 @@ inline std::vector<std::string> CheckEveryCase(int n, const std::vector<size_t>&
   RunRanks(n, [&](int w) {
     const std::string who = "worker " + std::to_string(w) + " ";
     for (DataType type : kAllTypes) {
-      for (ReduceOp op : kAllOps) {
+      for (ReduceOp op : OpsFor(type)) {
         for (size_t count : counts) {
           const std::string name = std::string(DataTypeName(type)) + "/" +
                                    std::string(ReduceOpName(op)) + "/" + std::to_string(count);

@@ -64,6 +64,8 @@ float Model(DataType wire, ReduceOp op, int n, size_t i) {
       case ReduceOp::kProduct:
         acc = acc * v;
         break;
+      default:  // the bitwise ops reduce integers only: never compressed
+        ADD_FAILURE() << "no float model for " << ReduceOpName(op);
     }
   }
   if (op == ReduceOp::kAvg) acc = acc / static_cast<float>(n);
