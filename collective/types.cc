@@ -72,15 +72,16 @@ bool IsBitwise(ReduceOp op) {
 }
 
 Status CheckReduction(std::string_view what, DataType type, ReduceOp op) {
-  const std::string prefix = std::string(what) + ": ";
   if (!IsValid(type)) {
-    return InvalidArgument(prefix + "unknown data type " + std::to_string(static_cast<int>(type)));
+    return InvalidArgument(std::string(what) + ": unknown data type " +
+                           std::to_string(static_cast<int>(type)));
   }
   if (!IsValid(op)) {
-    return InvalidArgument(prefix + "unknown op " + std::to_string(static_cast<int>(op)));
+    return InvalidArgument(std::string(what) + ": unknown op " +
+                           std::to_string(static_cast<int>(op)));
   }
   if (IsBitwise(op) && !IsInteger(type)) {
-    return InvalidArgument(prefix + std::string(ReduceOpName(op)) +
+    return InvalidArgument(std::string(what) + ": " + std::string(ReduceOpName(op)) +
                            " reduces integers (i32, i64), not " + std::string(DataTypeName(type)));
   }
   return Status::Ok();
