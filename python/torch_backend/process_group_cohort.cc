@@ -74,16 +74,16 @@ T OrFail(StatusOr<T> v, const std::string& context) {
   return std::move(v).value();
 }
 
-// Torch's reduce ops; the library has the first five.
+// Torch's reduce ops; the library has all but PREMUL_SUM.
 constexpr Counterpart<c10d::ReduceOp::RedOpType, ReduceOp> kReduceOps[] = {
     {c10d::ReduceOp::SUM, "SUM", ReduceOp::kSum},
     {c10d::ReduceOp::AVG, "AVG", ReduceOp::kAvg},
     {c10d::ReduceOp::PRODUCT, "PRODUCT", ReduceOp::kProduct},
     {c10d::ReduceOp::MIN, "MIN", ReduceOp::kMin},
     {c10d::ReduceOp::MAX, "MAX", ReduceOp::kMax},
-    {c10d::ReduceOp::BAND, "BAND", std::nullopt},
-    {c10d::ReduceOp::BOR, "BOR", std::nullopt},
-    {c10d::ReduceOp::BXOR, "BXOR", std::nullopt},
+    {c10d::ReduceOp::BAND, "BAND", ReduceOp::kBitwiseAnd},
+    {c10d::ReduceOp::BOR, "BOR", ReduceOp::kBitwiseOr},
+    {c10d::ReduceOp::BXOR, "BXOR", ReduceOp::kBitwiseXor},
     {c10d::ReduceOp::PREMUL_SUM, "PREMUL_SUM", std::nullopt},
 };
 
@@ -92,12 +92,20 @@ const char* ReduceOpName(c10d::ReduceOp::RedOpType op) {
   return row != nullptr ? row->name : "UNUSED";
 }
 
-// The library's operator for a torch one; raises naming the op where the library has none.
-ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what) {
+// The library's operator for a torch one that reduces `tensors`; raises naming the op where the
+// library has none, or where it does not reduce a tensor's dtype (the bitwise ops reduce integer
+// and bool tensors only, as on gloo).
+ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what, at::ArrayRef<at::Tensor> tensors) {
   const auto* row = RowOf(kReduceOps, static_cast<c10d::ReduceOp::RedOpType>(op));
   TORCH_CHECK(row != nullptr && row->library.has_value(), "cohort: ", what,
               " does not support ReduceOp.", ReduceOpName(op),
               " (supported: ", SupportedNames(kReduceOps), ")");
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(
+        collective::CheckReduction(what, LibraryType(t.scalar_type(), what), *row->library).ok(),
+        "cohort: ", what, ": ReduceOp.", row->name, " reduces integer and bool tensors, not ",
+        DtypeName(t.scalar_type()));
+  }
   return *row->library;
 }
 
@@ -834,7 +842,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
                                                              const c10d::AllreduceOptions& opts) {
   CheckOneTensor(tensors, "allreduce");
   if (tensors[0].is_sparse()) return SparseAllreduce(tensors, opts);
-  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce", tensors);
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
   auto descriptor =
       ChecksCalls()
@@ -891,7 +899,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "cohort: allreduce_coalesced needs at least one tensor");
-  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce_coalesced");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce_coalesced", tensors);
   // One all-reduce per run of tensors of one dtype, over a flat copy of the run.
   auto runs =
       std::make_shared<std::vector<CoalescedRun>>(CoalesceByType(tensors, "allreduce_coalesced"));
@@ -1010,7 +1018,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
     CheckLike(inputs[r], output, output.numel(), "reduce_scatter",
               "input tensor " + std::to_string(r));
   }
-  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce_scatter");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce_scatter", {output});
   std::vector<at::Tensor> flats;
   for (const at::Tensor& t : inputs) flats.push_back(t.reshape({-1}).to(at::kCPU));
   return Enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output_tensors,
@@ -1019,7 +1027,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base", {output});
   return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
                  PrepareReduceScatter(input, output, op, "_reduce_scatter_base"));
 }
@@ -1057,7 +1065,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesc
     const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor_coalesced";
   CheckPairs(outputs, inputs, name);
-  const ReduceOp op = LibraryOp(opts.reduceOp, name);
+  const ReduceOp op = LibraryOp(opts.reduceOp, name, outputs);
   std::vector<std::function<Status()>> parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
     parts.push_back(PrepareReduceScatter(inputs[i], outputs[i], op, name));
@@ -1069,7 +1077,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesc
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "reduce");
-  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce");
+  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce", tensors);
   auto staged = std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce);
   return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, staged, op, root] {
     COHORT_RETURN_IF_ERROR(

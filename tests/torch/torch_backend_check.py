@@ -466,6 +466,43 @@ def scenario_ops():
                          torch.equal(mixed[2], exact([make(r, 9, 1) for r in range(n)])),
                          f"allreduce_coalesced {name} beside float32: not exact")
 
+    # The bitwise ops (BAND, BOR, BXOR) on every integer dtype and bool, over random bit patterns:
+    # all_reduce (sizes that kAuto sends down different algorithms), reduce and reduce_scatter,
+    # exact, against gloo where it has the dtype (not bool), and in bytes alike on every rank.
+    folds = {"BAND": torch.bitwise_and, "BOR": torch.bitwise_or, "BXOR": torch.bitwise_xor}
+    for dtype in (torch.int32, torch.int64, torch.uint8, torch.int8, torch.int16, torch.bool):
+        for op_name, fold in folds.items():
+            op = getattr(R, op_name)
+            salt += 1
+            def make(r, count, b=0):
+                g = torch.Generator().manual_seed(1000 * (100 * salt + b) + r)
+                x = torch.randint(-(1 << 62), 1 << 62, (count,), generator=g, dtype=torch.int64)
+                return (x % 3 == 0) if dtype == torch.bool else x.to(dtype)  # .to keeps the low bits
+            def exact(tensors):
+                out = tensors[0].clone()
+                for t in tensors[1:]:
+                    out = fold(out, t)
+                return out
+            for count in (1, 1001, 300_001):
+                name = f"{op_name} {dtype} x{count}"
+                t = make(rank, count)
+                dist.all_reduce(t, op=op)
+                check.expect(torch.equal(t, exact([make(r, count) for r in range(n)])), f"allreduce {name}: not exact")
+                record_identical(f"allreduce {name}", t)
+                if dtype != torch.bool and gloo_reduces(torch, dist, gloo, dtype):
+                    g = make(rank, count)
+                    dist.all_reduce(g, op=op, group=gloo)
+                    check.expect(torch.equal(t, g), f"allreduce {name}: differs from gloo")
+            root = salt % n
+            t = make(rank, 1001)
+            dist.reduce(t, dst=root, op=op)
+            if rank == root:
+                check.expect(torch.equal(t, exact([make(r, 1001) for r in range(n)])), f"reduce {op_name} {dtype}: not exact")
+            out = torch.empty(7, dtype=dtype)
+            dist.reduce_scatter(out, [make(rank, 7, b) for b in range(n)], op=op)
+            check.expect(torch.equal(out, exact([make(r, 7, rank) for r in range(n)])),
+                         f"reduce_scatter {op_name} {dtype}: not exact")
+
     # Sparse COO tensors (allreduce SUM): every rank's nonzeros summed, against gloo and the dense
     # sum: nonzeros repeating within a rank (uncoalesced) and across ranks, a rank with none, dense
     # dimensions (an embedding's gradient rows), two sparse dimensions, no nonzero anywhere.
@@ -1662,8 +1699,17 @@ def scenario_bad_use():
     # (dist.all_reduce takes a complex tensor as a float one twice as long; the group itself not.)
     check.expect_raises(lambda: pg.allreduce([torch.ones(3, dtype=torch.complex64)]),
                         ["cohort", "allreduce", "torch.complex64"], "complex allreduce")
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BAND), ["allreduce", "BAND"], "BAND")
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BXOR), ["allreduce", "BXOR"], "BXOR")
+    # The bitwise ops reduce integer and bool tensors only (gloo's too).
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=R.BAND),
+                        ["allreduce", "BAND", "integer and bool tensors", "torch.float32"], "BAND")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.bfloat16), op=R.BXOR),
+                        ["allreduce", "BXOR", "torch.bfloat16"], "BXOR")
+    bor = dist.AllreduceCoalescedOptions()
+    bor.reduceOp = R.BOR
+    check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2, dtype=torch.int32), torch.ones(2)], bor),
+                        ["allreduce_coalesced", "BOR", "torch.float32"], "allreduce_coalesced BOR beside float32")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=dist._make_nccl_premul_sum(0.5)),
+                        ["allreduce", "PREMUL_SUM"], "PREMUL_SUM")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse(), op=R.MAX),
                         ["allreduce of a sparse tensor", "SUM only", "MAX"], "sparse allreduce MAX")
     # (torch 2.x's dispatcher refuses it before the backend is asked, naming the SparseCPU key.)
@@ -1686,7 +1732,7 @@ def scenario_bad_use():
     check.expect_raises(lambda: dist._all_gather_base(torch.ones(3 * n + 1), torch.ones(3)),
                         ["_allgather_base", f"{3 * n + 1} elements, {3 * n} expected"], "_allgather_base size")
     check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2), [torch.ones(2)] * n, op=R.BAND),
-                        ["reduce_scatter", "BAND"], "reduce_scatter BAND")
+                        ["reduce_scatter", "BAND", "torch.float32"], "reduce_scatter BAND")
     check.expect_raises(lambda: dist.reduce_scatter(torch.ones(2, dtype=torch.complex64),
                                                     [torch.ones(2, dtype=torch.complex64)] * n),
                         ["reduce_scatter", "torch.complex64"], "reduce_scatter complex")
