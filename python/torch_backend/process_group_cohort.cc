@@ -891,7 +891,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
     StatusOr<at::Tensor> sum = SparseAllreduceSum(*comm_, mine);
     if (!sum.ok()) return sum.status().WithContext("sparse allreduce");
     at::Tensor result = tensor;  // the caller's tensor takes the sum's indices and values
-    result.copy_(sum->to(tensor.device()));
+    WriteResult(result, sum->to(tensor.device()));
     return Status::Ok();
   });
 }
@@ -1286,7 +1286,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall(std::vector<at::Tens
                    if (!inner->isSuccess()) return Aborted("the all-to-all it rides on failed");
                    int64_t offset = 0;
                    for (size_t j = 0; j < output_tensors.size(); ++j) {
-                     output_tensors[j].copy_(
+                     WriteResult(
+                         output_tensors[j],
                          output.narrow(0, offset, out_splits[j]).view(output_tensors[j].sizes()));
                      offset += out_splits[j];
                    }

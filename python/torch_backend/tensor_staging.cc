@@ -87,7 +87,7 @@ at::Tensor StagedTensor::Unpadded() const {
 }
 
 void StagedTensor::CopyBack() {
-  if (!in_place_) user_.copy_(Unpadded());
+  if (!in_place_) WriteResult(user_, Unpadded());
 }
 
 ByteCarrier CarrierFor(size_t bytes) {
@@ -98,13 +98,18 @@ ByteCarrier CarrierFor(size_t bytes) {
 
 void CopyBytesInto(const at::Tensor& block, const at::Tensor& user) {
   const int64_t bytes = user.numel() * static_cast<int64_t>(user.element_size());
-  user.copy_(block.narrow(0, 0, bytes).view(user.scalar_type()).view(user.sizes()));
+  WriteResult(user, block.narrow(0, 0, bytes).view(user.scalar_type()).view(user.sizes()));
+}
+
+void WriteResult(const at::Tensor& user, const at::Tensor& src) {
+  c10::InferenceMode guard;
+  user.copy_(src);
 }
 
 void CoalescedRun::CopyBack() {
   int64_t offset = 0;
   for (at::Tensor& t : users) {
-    t.copy_(flat.host().narrow(0, offset, t.numel()).view(t.sizes()));
+    WriteResult(t, flat.host().narrow(0, offset, t.numel()).view(t.sizes()));
     offset += t.numel();
   }
 }

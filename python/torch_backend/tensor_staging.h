@@ -9,9 +9,10 @@
 // type (as gloo's do), and a bool's SUM and MAX are OR, its MIN and PRODUCT AND (as NCCL's). The
 // copy in happens on the caller's thread when the operation is issued (the values at the call,
 // after the work queued on the current CUDA stream), CopyBack writes the result into the caller's
-// tensor on the queue thread. So two operations issued on one staged tensor with no wait between
-// them each start from the values at their own call, not the second from the first's result (gloo
-// reads a CPU tensor when the operation runs; a tensor used in place, as above, behaves so here).
+// tensor on the queue thread (WriteResult: as gloo's results land, not as an autograd operation).
+// So two operations issued on one staged tensor with no wait between them each start from the
+// values at their own call, not the second from the first's result (gloo reads a CPU tensor when
+// the operation runs; a tensor used in place, as above, behaves so here).
 //
 // Errors: a tensor the library cannot take (sparse: allreduce takes COO ones before staging, see
 // sparse_allreduce.h; complex for a reduction) raises a c10::Error (RuntimeError in Python) naming
@@ -89,6 +90,13 @@ std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors,
 
 // Writes `bytes` bytes at the start of `block` (a uint8 host tensor) into `user`.
 void CopyBytesInto(const at::Tensor& block, const at::Tensor& user);
+
+// user.copy_(src) for a collective's result, whatever the writing thread's autograd state: under
+// torch.inference_mode's guard, so a leaf that requires grad (a parameter broadcast or all-reduced
+// as it is) and a tensor made under torch.inference_mode() take it, as they do when gloo writes a
+// result in place (a backend thread runs with grad mode on and outside inference mode, where
+// copy_ refuses both).
+void WriteResult(const at::Tensor& user, const at::Tensor& src);
 
 // The CUDA devices among `tensors`: a future completed with them must know their devices.
 std::vector<c10::Device> FutureDevices(const std::vector<at::Tensor>& tensors);

@@ -25,7 +25,9 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 no_sync(), find_unused_parameters, Join over uneven inputs, static_graph,
                 gradient_as_bucket_view, an nn.Embedding(sparse=True) (its gradients all-reduced
                 as sparse tensors), and BatchNorm buffers broadcast from rank 0 before each forward
-  objects       the object collectives, batch_isend_irecv and recv from any rank
+  objects       the object collectives, batch_isend_irecv and recv from any rank; results the
+                backend writes back land in parameters that require grad and in tensors made under
+                torch.inference_mode()
   file-store    init_method file://: reducers asked for are refused at once, naming the FileStore
                 (no reducer can join one; nor a HashStore); without them the group all-reduces and
                 DDP trains as on gloo
@@ -1583,6 +1585,44 @@ def scenario_objects():
                      f"recv from any rank of a subgroup: {t.tolist()} from rank {src}")
     elif rank == 2:
         dist.send(torch.full((3,), 2.0), 1, group=sub)
+
+    # Results the backend writes back on its own thread (into non-contiguous tensors, ones padded
+    # to whole int32s, widened dtypes, coalesced runs, list outputs; on a GPU, every CUDA tensor)
+    # land in parameters that require grad and in tensors made under torch.inference_mode(), as
+    # gloo's in-place results do, and the group goes on.
+    total = float(sum(range(1, n + 1)))
+    p = torch.nn.Parameter((torch.ones(3, 2) * (rank + 1)).t())  # not contiguous
+    dist.all_reduce(p)
+    check.expect(p.is_leaf and p.requires_grad and torch.equal(p.detach(), torch.full((2, 3), total)),
+                 f"all_reduce into a non-contiguous parameter: {p.tolist()}")
+    h = torch.nn.Parameter(torch.full((3,), float(rank), dtype=torch.float16))  # 6 bytes: padded
+    dist.broadcast(h, src=n - 1)
+    check.expect(torch.equal(h.detach(), torch.full((3,), float(n - 1), dtype=torch.float16)),
+                 f"broadcast into a padded parameter: {h.tolist()}")
+    params = [torch.nn.Parameter(torch.empty(3)) for _ in range(n)]
+    dist.all_gather(params, torch.full((3,), float(rank)))
+    check.expect(all(torch.equal(q.detach(), torch.full((3,), float(r))) for r, q in enumerate(params)),
+                 f"all_gather into parameters: {[q.tolist() for q in params]}")
+    runs = [torch.nn.Parameter(torch.ones(2) * (rank + 1)), torch.nn.Parameter(torch.ones(3) * (rank + 1))]
+    dist.distributed_c10d._get_default_group().allreduce_coalesced(runs, dist.AllreduceCoalescedOptions()).wait()
+    check.expect(all(torch.equal(q.detach(), torch.full(q.shape, total)) for q in runs),
+                 f"allreduce_coalesced of parameters: {[q.tolist() for q in runs]}")
+    with torch.inference_mode():
+        mask = torch.tensor([rank % 2, 1, 0], dtype=torch.int8)  # reduced as int32, cast back
+    dist.all_reduce(mask, op=dist.ReduceOp.MAX)  # outside inference mode, as gloo takes it
+    check.expect(mask.tolist() == [1, 1, 0], f"all_reduce of an inference tensor: {mask.tolist()}")
+    with torch.inference_mode():
+        flat = (torch.ones(3, 2) * (rank + 1)).t()
+        dist.all_reduce(flat)
+        check.expect(torch.equal(flat, torch.full((2, 3), total)), f"all_reduce in inference mode: {flat.tolist()}")
+        parts = [torch.empty(2, dtype=torch.int8) for _ in range(n)]
+        dist.all_gather(parts, torch.full((2,), rank, dtype=torch.int8))
+        check.expect([q.tolist() for q in parts] == [[r, r] for r in range(n)],
+                     f"all_gather in inference mode: {[q.tolist() for q in parts]}")
+        inbox = [torch.empty(2, dtype=torch.int64) for _ in range(n)]
+        dist.all_to_all(inbox, [torch.full((2,), 10 * rank + j) for j in range(n)])
+        check.expect([q.tolist() for q in inbox] == [[10 * j + rank] * 2 for j in range(n)],
+                     f"all_to_all in inference mode: {[q.tolist() for q in inbox]}")
     dist.barrier()
     return check.finish()
 
@@ -1648,7 +1688,8 @@ def scenario_wire(wire, via_options):
 
 def scenario_cuda():
     """CUDA tensors: staged through pinned host memory and written back (uint8 widened to int32 there;
-    a sparse tensor's nonzeros through the host); same results as CPU."""
+    a sparse tensor's nonzeros through the host; a parameter that requires grad); same results as
+    CPU."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -1684,6 +1725,13 @@ def scenario_cuda():
     dist.all_reduce(s)
     check.expect(s.is_cuda and torch.equal(s.to_dense().cpu(), sum(sparse(r).to_dense() for r in range(n))),
                  "allreduce of a sparse CUDA tensor")
+    # A CUDA parameter (a leaf that requires grad) broadcast and all-reduced as it is: every CUDA
+    # result is written back from the host, which must not be taken for an autograd operation.
+    p = torch.nn.Parameter(torch.full((7,), float(rank + 1), device=device))
+    dist.broadcast(p, src=n - 1)
+    dist.all_reduce(p)
+    check.expect(p.is_leaf and torch.equal(p.detach().cpu(), torch.full((7,), float(n * n))),
+                 f"broadcast and allreduce of a CUDA parameter: {p.tolist()}")
     return check.finish()
 
 
