@@ -843,7 +843,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   CheckOneTensor(tensors, "allreduce");
   if (tensors[0].is_sparse()) return SparseAllreduce(tensors, opts);
   const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce", tensors);
-  auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce);
+  auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce,
+                                               StagedTensor::kInOut);
   auto descriptor =
       ChecksCalls()
           ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
@@ -924,9 +925,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::barrier(const c10d::BarrierOp
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::broadcast(std::vector<at::Tensor>& tensors,
                                                              const c10d::BroadcastOptions& opts) {
   const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "broadcast");
-  auto staged = std::make_shared<StagedTensor>(
-      tensors[0], "broadcast", StagedTensor::kBytes,
-      getRank() == root ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
+  auto staged =
+      std::make_shared<StagedTensor>(tensors[0], "broadcast", StagedTensor::kBytes,
+                                     getRank() == root ? StagedTensor::kIn : StagedTensor::kOut);
   return Enqueue(c10d::OpType::BROADCAST, "broadcast", tensors, [this, staged, root] {
     const ByteCarrier carrier = staged->carrier();
     COHORT_RETURN_IF_ERROR(comm_->Broadcast(staged->data(), carrier.count, carrier.type, root)
@@ -949,8 +950,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allgather(
               " output tensors (one per rank), got ", outputs.size());
   for (size_t r = 0; r < outputs.size(); ++r) {
     CheckLike(outputs[r], input, input.numel(), "allgather", "output tensor " + std::to_string(r));
+    CheckTakesResult(outputs[r], "allgather");
   }
-  auto send = std::make_shared<StagedTensor>(input, "allgather", StagedTensor::kBytes);
+  auto send =
+      std::make_shared<StagedTensor>(input, "allgather", StagedTensor::kBytes, StagedTensor::kIn);
   const ByteCarrier carrier = send->carrier();
   at::Tensor recv = HostBytes(carrier.padded_bytes * getSize(), AnyCuda(outputs));
   return Enqueue(c10d::OpType::ALLGATHER, "allgather", outputs,
@@ -976,12 +979,12 @@ std::function<Status()> ProcessGroupCohort::PrepareAllgatherBase(const at::Tenso
                                                                  const char* name) {
   CheckLike(output, input, input.numel() * getSize(), name, "the output");
   TORCH_CHECK(output.is_contiguous(), "cohort: ", name, " needs a contiguous output tensor");
-  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kBytes);
+  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kBytes, StagedTensor::kIn);
   const ByteCarrier carrier = send->carrier();
   if (carrier.padded_bytes == send->bytes()) {
     // Rank blocks lie end to end in the output just as the library writes them.
     auto recv =
-        std::make_shared<StagedTensor>(output, name, StagedTensor::kBytes, StagedTensor::kNoCopyIn);
+        std::make_shared<StagedTensor>(output, name, StagedTensor::kBytes, StagedTensor::kOut);
     return [this, send, carrier, recv] {
       COHORT_RETURN_IF_ERROR(
           comm_->Allgather(send->data(), recv->data(), carrier.count, carrier.type)
@@ -1036,9 +1039,9 @@ std::function<Status()> ProcessGroupCohort::PrepareReduceScatter(const at::Tenso
                                                                  const at::Tensor& output,
                                                                  ReduceOp op, const char* name) {
   CheckLike(input, output, output.numel() * getSize(), name, "the input");
-  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce);
+  auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce, StagedTensor::kIn);
   auto recv =
-      std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kNoCopyIn);
+      std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kOut);
   return [this, send, recv, op] {
     COHORT_RETURN_IF_ERROR(
         comm_->ReduceScatter(send->data(), recv->data(), recv->numel(), recv->type(), op));
@@ -1078,7 +1081,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor
                                                           const c10d::ReduceOptions& opts) {
   const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "reduce");
   const ReduceOp op = LibraryOp(opts.reduceOp, "reduce", tensors);
-  auto staged = std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce);
+  auto staged =
+      std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce,
+                                     getRank() == root ? StagedTensor::kInOut : StagedTensor::kIn);
   return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, staged, op, root] {
     COHORT_RETURN_IF_ERROR(
         comm_->Reduce(staged->data(), staged->data(), staged->numel(), staged->type(), op, root));
@@ -1102,12 +1107,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::gather(
     outputs = output_tensors[0];
     for (size_t r = 0; r < outputs.size(); ++r) {
       CheckLike(outputs[r], input, input.numel(), "gather", "output tensor " + std::to_string(r));
+      CheckTakesResult(outputs[r], "gather");
     }
   } else {
     TORCH_CHECK(output_tensors.empty() || (output_tensors.size() == 1 && output_tensors[0].empty()),
                 "cohort: gather: only the root (rank ", root, ") takes output tensors");
   }
-  auto send = std::make_shared<StagedTensor>(input, "gather", StagedTensor::kBytes);
+  auto send =
+      std::make_shared<StagedTensor>(input, "gather", StagedTensor::kBytes, StagedTensor::kIn);
   const ByteCarrier carrier = send->carrier();
   at::Tensor recv = getRank() == root
                         ? HostBytes(carrier.padded_bytes * getSize(), AnyCuda(outputs))
@@ -1148,8 +1155,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::scatter(
     TORCH_CHECK(input_tensors.empty() || (input_tensors.size() == 1 && input_tensors[0].empty()),
                 "cohort: scatter: only the root (rank ", root, ") takes input tensors");
   }
-  auto recv = std::make_shared<StagedTensor>(output, "scatter", StagedTensor::kBytes,
-                                             StagedTensor::kNoCopyIn);
+  auto recv =
+      std::make_shared<StagedTensor>(output, "scatter", StagedTensor::kBytes, StagedTensor::kOut);
   return Enqueue(
       c10d::OpType::SCATTER, "scatter", output_tensors, [this, recv, carrier, packed, root] {
         COHORT_RETURN_IF_ERROR(comm_
@@ -1207,9 +1214,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall_base(
     send_counts[j] = CarrierFor(send_bytes[j]).padded_bytes / 4;
     recv_counts[j] = CarrierFor(recv_bytes[j]).padded_bytes / 4;
   }
-  auto send = std::make_shared<StagedTensor>(input, "alltoall_base", StagedTensor::kBytes);
+  auto send = std::make_shared<StagedTensor>(input, "alltoall_base", StagedTensor::kBytes,
+                                             StagedTensor::kIn);
   auto recv = std::make_shared<StagedTensor>(output, "alltoall_base", StagedTensor::kBytes,
-                                             StagedTensor::kNoCopyIn);
+                                             StagedTensor::kOut);
   const bool exact =
       std::all_of(send_bytes.begin(), send_bytes.end(), [](size_t b) { return b % 4 == 0; }) &&
       std::all_of(recv_bytes.begin(), recv_bytes.end(), [](size_t b) { return b % 4 == 0; });
@@ -1267,6 +1275,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::alltoall(std::vector<at::Tens
   for (int j = 0; j < n; ++j) {
     TORCH_CHECK(input_tensors[j].scalar_type() == type && output_tensors[j].scalar_type() == type,
                 "cohort: alltoall: every tensor must be ", DtypeName(type));
+    CheckTakesResult(output_tensors[j], "alltoall");
   }
   // As alltoall_base over flat copies, one element per row.
   std::vector<at::Tensor> ins, outs;
@@ -1308,9 +1317,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::PointToPoint(bool is_send,
               ": this group has no other rank to receive from (size 1)");
   TORCH_CHECK(tag >= 0 && tag < kMonitoredBarrierTag, "cohort: ", what, ": tag ", tag,
               " is outside [0, ", kMonitoredBarrierTag, ")");
-  auto staged =
-      std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
-                                     is_send ? StagedTensor::kCopyIn : StagedTensor::kNoCopyIn);
+  auto staged = std::make_shared<StagedTensor>(tensors[0], what, StagedTensor::kBytes,
+                                               is_send ? StagedTensor::kIn : StagedTensor::kOut);
   // A receive's sender, for its Work: known now, or (from any rank) once the message came.
   auto source = is_send ? nullptr : std::make_shared<std::atomic<int>>(any ? -1 : peer);
   auto work = EnqueueDeferred(

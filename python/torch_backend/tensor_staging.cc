@@ -1,5 +1,7 @@
 #include "python/torch_backend/tensor_staging.h"
 
+#include <ATen/MemoryOverlap.h>
+
 #include <algorithm>
 
 #include "python/torch_backend/torch_counterparts.h"
@@ -46,12 +48,14 @@ at::Tensor HostLike(const at::Tensor& like, at::IntArrayRef sizes) {
   return at::empty(sizes, like.options().device(at::kCPU).pinned_memory(like.is_cuda()));
 }
 
-StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, CopyIn copy_in)
-    : user_(user) {
+StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, Flow flow)
+    : user_(user), flow_(flow) {
   TORCH_CHECK(user.layout() == at::kStrided, "cohort: ", what,
               " does not support sparse tensors (layout ", user.layout(), ")");
   TORCH_CHECK(user.is_cpu() || user.is_cuda(), "cohort: ", what, " takes CPU or CUDA tensors, not ",
               user.device().str());
+  if (flow != kIn) CheckTakesResult(user, what);
+  const bool copy_in = flow != kOut;
   if (use == kReduce) {
     type_ = LibraryType(user.scalar_type(), what);
     if (collective::DataTypeSize(type_) != static_cast<size_t>(user.element_size())) {
@@ -59,7 +63,7 @@ StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, Co
       in_place_ = false;
       host_ = at::empty(user.sizes(),
                         at::TensorOptions().dtype(at::kInt).pinned_memory(user.is_cuda()));
-      if (copy_in == kCopyIn) host_.copy_(user);
+      if (copy_in) host_.copy_(user);
       return;
     }
   }
@@ -72,11 +76,11 @@ StagedTensor::StagedTensor(const at::Tensor& user, const char* what, Use use, Co
   if (padded_) {
     host_ = at::zeros({static_cast<int64_t>(CarrierFor(bytes()).padded_bytes)},
                       at::TensorOptions().dtype(at::kByte).pinned_memory(user.is_cuda()));
-    if (copy_in == kCopyIn) Unpadded().copy_(user);
+    if (copy_in) Unpadded().copy_(user);
     return;
   }
   host_ = HostLike(user, user.sizes());
-  if (copy_in == kCopyIn) host_.copy_(user);
+  if (copy_in) host_.copy_(user);
 }
 
 at::Tensor StagedTensor::Unpadded() const {
@@ -87,7 +91,7 @@ at::Tensor StagedTensor::Unpadded() const {
 }
 
 void StagedTensor::CopyBack() {
-  if (!in_place_) WriteResult(user_, Unpadded());
+  if (!in_place_ && flow_ != kIn) WriteResult(user_, Unpadded());
 }
 
 ByteCarrier CarrierFor(size_t bytes) {
@@ -99,6 +103,13 @@ ByteCarrier CarrierFor(size_t bytes) {
 void CopyBytesInto(const at::Tensor& block, const at::Tensor& user) {
   const int64_t bytes = user.numel() * static_cast<int64_t>(user.element_size());
   WriteResult(user, block.narrow(0, 0, bytes).view(user.scalar_type()).view(user.sizes()));
+}
+
+void CheckTakesResult(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, "cohort: ", what,
+              " cannot write its result into a tensor whose elements share memory (an expanded "
+              "view, of shape ",
+              t.sizes(), " and strides ", t.strides(), "): pass one that holds each element");
 }
 
 void WriteResult(const at::Tensor& user, const at::Tensor& src) {
@@ -128,11 +139,13 @@ std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors,
       if (t.scalar_type() != type) continue;
       TORCH_CHECK(t.layout() == at::kStrided, "cohort: ", what,
                   " does not support sparse tensors (layout ", t.layout(), ")");
+      CheckTakesResult(t, what);
       users.push_back(t);
       flats.push_back(t.reshape({-1}).to(at::kCPU));
     }
     at::Tensor flat = at::cat(flats);
-    runs.push_back(CoalescedRun{users, StagedTensor(flat, what, StagedTensor::kReduce)});
+    runs.push_back(
+        CoalescedRun{users, StagedTensor(flat, what, StagedTensor::kReduce, StagedTensor::kInOut)});
   }
   return runs;
 }

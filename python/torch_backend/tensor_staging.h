@@ -49,9 +49,12 @@ class StagedTensor {
     kReduce,  // reduced: the dtype must be one the library reduces
     kBytes,   // moved as bytes: any dtype
   };
-  enum CopyIn { kCopyIn, kNoCopyIn };  // kNoCopyIn: an output whose old values do not matter
+  // What the operation does with the tensor: reads it (kIn), writes a result into it whose old
+  // values do not matter (kOut), or both (kInOut). One written into must take a result
+  // (CheckTakesResult), else the constructor raises.
+  enum Flow { kIn, kOut, kInOut };
 
-  StagedTensor(const at::Tensor& user, const char* what, Use use, CopyIn copy_in = kCopyIn);
+  StagedTensor(const at::Tensor& user, const char* what, Use use, Flow flow);
 
   const at::Tensor& user() const { return user_; }
   const at::Tensor& host() const { return host_; }
@@ -64,7 +67,7 @@ class StagedTensor {
   // How the bytes travel (kBytes): the host buffer holds carrier().padded_bytes.
   ByteCarrier carrier() const { return CarrierFor(bytes()); }
   bool in_place() const { return in_place_; }
-  // Writes the host copy into the user's tensor (nothing when in place).
+  // Writes the host copy into the user's tensor (nothing when in place, or for kIn).
   void CopyBack();
 
  private:
@@ -74,6 +77,7 @@ class StagedTensor {
   at::Tensor user_;
   at::Tensor host_;
   collective::DataType type_ = collective::DataType::kF32;
+  Flow flow_;
   bool in_place_ = true;
   bool padded_ = false;  // host_ is a uint8 buffer of carrier().padded_bytes
 };
@@ -87,6 +91,11 @@ struct CoalescedRun {
 };
 // Groups `tensors` by dtype, in order of first appearance, each into one run.
 std::vector<CoalescedRun> CoalesceByType(const std::vector<at::Tensor>& tensors, const char* what);
+
+// Raises, naming `what`, where `t` cannot take a result: elements that share memory (an
+// expanded view), which no write can fill. On the caller's thread, before the operation is
+// queued, so the group goes on (a write that fails on the queue thread fails the group).
+void CheckTakesResult(const at::Tensor& t, const char* what);
 
 // Writes `bytes` bytes at the start of `block` (a uint8 host tensor) into `user`.
 void CopyBytesInto(const at::Tensor& block, const at::Tensor& user);

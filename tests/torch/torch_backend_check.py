@@ -1796,6 +1796,20 @@ def scenario_bad_use():
     check.expect_raises(lambda: dist.all_to_all_single(torch.ones(n + 1), torch.ones(n + 1)),
                         ["alltoall_base", "do not split equally"], "all_to_all_single without equal splits")
     check.expect_raises(lambda: dist.reduce(torch.ones(2), dst=0, op=R.BOR), ["reduce", "BOR"], "reduce BOR")
+    # No result can land in a tensor whose elements share memory (an expanded view): refused when
+    # the call is made, naming the operation (not failing the group on its thread); reading one
+    # is fine, as a broadcast's root does.
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(1).expand(3)), ["allreduce", "share memory", "expanded"],
+                        "allreduce into an expanded tensor")
+    check.expect_raises(lambda: dist.broadcast(torch.zeros(1).expand(3), src=(me + 1) % n),
+                        ["broadcast", "share memory"], "broadcast into an expanded tensor")
+    check.expect_raises(lambda: dist.all_gather([torch.zeros(1).expand(3)] * n, torch.ones(3)),
+                        ["allgather", "share memory"], "allgather into expanded tensors")
+    check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2), torch.ones(1).expand(2)]),
+                        ["allreduce_coalesced", "share memory"], "allreduce_coalesced of an expanded tensor")
+    shared = torch.full((1,), 5.0).expand(3) if me == 0 else torch.zeros(3)
+    dist.broadcast(shared, src=0)
+    check.expect(torch.equal(shared, torch.full((3,), 5.0)), f"broadcast from an expanded root tensor: {shared.tolist()}")
     # Refused calls leave the group usable.
     t = torch.ones(4)
     dist.all_reduce(t)
