@@ -13,6 +13,19 @@
 #include "coordinator/tuning/study_info.h"
 
 namespace cohort::coordinator {
+namespace {
+
+// A replica's state as an agent reports it must be one the coordinator knows: the schema's enum is
+// a byte on the wire, and a value it has no name for would be judged a failure and stored, where
+// the next start would refuse the whole state as damaged.
+Status CheckReportedState(const wire::ReplicaStatus& s, const std::string& field) {
+  const auto state = static_cast<int64_t>(s.state());
+  if (IsReplicaState(state)) return Status::Ok();
+  return InvalidArgument(field + ".state: " + std::to_string(state) + " is no replica state");
+}
+
+}  // namespace
+
 bool RoutingIdOfNode(std::string_view routing_id, std::string_view node_id) {
   if (routing_id == node_id) return true;
   return routing_id.size() > node_id.size() + 1 &&
@@ -143,10 +156,16 @@ void AgentService::OnRegister(const RoutedMessage& m, const wire::RegisterAgent&
     return;
   }
   if (!SpeaksFor(m, node_id, "RegisterAgent")) return;
-  if (Status names = CheckAgentNames(req); !names.ok()) {
+  Status valid = CheckAgentNames(req);
+  for (flatbuffers::uoffset_t i = 0; valid.ok() && req.replicas() && i < req.replicas()->size();
+       ++i) {
+    valid = CheckReportedState(*req.replicas()->Get(i),
+                               "RegisterAgent.replicas[" + std::to_string(i) + "]");
+  }
+  if (!valid.ok()) {
     refusals_.Log("agent endpoint: refused a registration from {}: {}", PeerName(m.peer),
-                  names.message());
-    Reply(m, EncodeError(id, names));
+                  valid.message());
+    Reply(m, EncodeError(id, valid));
     return;
   }
   const NodeRegistry::Registration reg = nodes_.Register(req, m.peer, now_ms);
@@ -259,8 +278,14 @@ void AgentService::OnReplicaUpdate(const RoutedMessage& m, const wire::ReplicaUp
                                                 "' is not registered; send RegisterAgent")));
     return;
   }
-  nodes_.Touch(*node, now_ms);
   const wire::ReplicaStatus& s = *req.status();
+  if (Status valid = CheckReportedState(s, "ReplicaUpdate.status"); !valid.ok()) {
+    refusals_.Log("agent endpoint: refused a replica update from {}: {}", PeerName(m.peer),
+                  valid.message());
+    Reply(m, EncodeError(id, valid));
+    return;
+  }
+  nodes_.Touch(*node, now_ms);
   if (!ApplyIfCurrent(node_id, s, now_ms)) {
     if (!IsFinal(s.state())) {
       SendStop(node->peer, Str(s.job()), Str(s.replica()), s.attempt(),

@@ -1329,6 +1329,48 @@ TEST_F(CoordinatorTest, AnAgentsTextThatIsNotUtf8IsRefusedOrMadeWellFormed) {
   EXPECT_EQ(job.events.front()->message, "submitted (1 replica)");
 }
 
+// A replica state the coordinator does not know (a byte the schema's enum has no value for, as a
+// hostile or garbled agent may send) is refused naming the field, in an update and in a
+// registration's replicas: taken, it was judged a permanent failure and stored, and the next start
+// refused the whole state as damaged (found by coordinator_fuzzer).
+TEST_F(CoordinatorTest, AReplicaStateTheCoordinatorDoesNotKnowIsRefusedNamingTheField) {
+  Peer& good = AddAgent("good", 1);
+  ASSERT_TRUE(Submit(JobYaml("target", 0, 1)).ok());
+  ASSERT_EQ(LaunchesWithinFiveRounds().size(), 1u);
+  Report("good", "target", "chief-0", 0, ReplicaState::RUNNING);
+  const auto unknown = static_cast<ReplicaState>(110);
+  auto answer_to = [&](uint64_t id) {
+    std::optional<Status> answer;
+    Pump([&] {
+      for (const Message& m : good.inbox) {
+        if (m.request_id() == id) answer = m.ErrorStatus();
+      }
+      return answer.has_value();
+    });
+    return answer.value_or(Internal("no answer"));
+  };
+  wire::ReplicaUpdateT update;
+  update.node_id = "good";
+  update.status = std::make_unique<wire::ReplicaStatusT>(StatusOf("target", "chief-0", 0, unknown));
+  Status refused = answer_to(good.Send(std::move(update)));
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_EQ(refused.message(), "ReplicaUpdate.status.state: 110 is no replica state");
+
+  wire::RegisterAgentT reg;
+  reg.node_id = "good";
+  reg.address = "good.local";
+  reg.replicas.push_back(std::make_unique<wire::ReplicaStatusT>(Running("target", "chief-0")));
+  reg.replicas.push_back(
+      std::make_unique<wire::ReplicaStatusT>(StatusOf("target", "chief-0", 0, unknown)));
+  refused = answer_to(good.Send(std::move(reg)));
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.ToString();
+  EXPECT_EQ(refused.message(), "RegisterAgent.replicas[1].state: 110 is no replica state");
+
+  EXPECT_EQ(Replica(GetJob("target"), "chief-0")->state, ReplicaState::RUNNING);
+  Restart();  // the state it wrote loads
+  EXPECT_EQ(GetJob("target").state, wire::JobState::RUNNING);
+}
+
 using cohort::testing::HostileValues;
 
 // Whatever a peer on the agent endpoint sends, well-formed FlatBuffers but hostile in every text
