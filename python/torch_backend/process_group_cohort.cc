@@ -74,7 +74,7 @@ T OrFail(StatusOr<T> v, const std::string& context) {
   return std::move(v).value();
 }
 
-// Torch's reduce ops; the library has all but PREMUL_SUM.
+// Torch's reduce ops; PREMUL_SUM is a sum of premultiplied inputs (Reduction).
 constexpr Counterpart<c10d::ReduceOp::RedOpType, ReduceOp> kReduceOps[] = {
     {c10d::ReduceOp::SUM, "SUM", ReduceOp::kSum},
     {c10d::ReduceOp::AVG, "AVG", ReduceOp::kAvg},
@@ -84,7 +84,7 @@ constexpr Counterpart<c10d::ReduceOp::RedOpType, ReduceOp> kReduceOps[] = {
     {c10d::ReduceOp::BAND, "BAND", ReduceOp::kBitwiseAnd},
     {c10d::ReduceOp::BOR, "BOR", ReduceOp::kBitwiseOr},
     {c10d::ReduceOp::BXOR, "BXOR", ReduceOp::kBitwiseXor},
-    {c10d::ReduceOp::PREMUL_SUM, "PREMUL_SUM", std::nullopt},
+    {c10d::ReduceOp::PREMUL_SUM, "PREMUL_SUM", ReduceOp::kSum},
 };
 
 const char* ReduceOpName(c10d::ReduceOp::RedOpType op) {
@@ -92,21 +92,34 @@ const char* ReduceOpName(c10d::ReduceOp::RedOpType op) {
   return row != nullptr ? row->name : "UNUSED";
 }
 
-// The library's operator for a torch one that reduces `tensors`; raises naming the op where the
-// library has none, or where it does not reduce a tensor's dtype (the bitwise ops reduce integer
-// and bool tensors only, as on gloo).
-ReduceOp LibraryOp(const c10d::ReduceOp& op, const char* what, at::ArrayRef<at::Tensor> tensors) {
-  const auto* row = RowOf(kReduceOps, static_cast<c10d::ReduceOp::RedOpType>(op));
+// The reduction the library runs for a torch one of `tensors`; raises naming the op where the
+// library has none, or where it does not reduce a tensor's dtype: the bitwise ops reduce integer
+// and bool tensors only (as on gloo), PREMUL_SUM floating-point ones (as on NCCL).
+Reduction LibraryReduction(const c10d::ReduceOp& op, const char* what,
+                           at::ArrayRef<at::Tensor> tensors) {
+  const auto type = static_cast<c10d::ReduceOp::RedOpType>(op);
+  const auto* row = RowOf(kReduceOps, type);
   TORCH_CHECK(row != nullptr && row->library.has_value(), "cohort: ", what,
               " does not support ReduceOp.", ReduceOpName(op),
               " (supported: ", SupportedNames(kReduceOps), ")");
+  Reduction reduction{*row->library, std::nullopt};
+  if (type == c10d::ReduceOp::PREMUL_SUM) {
+    TORCH_CHECK(op.supplement_.defined(), "cohort: ", what,
+                ": ReduceOp.PREMUL_SUM without its factor (make it with "
+                "torch.distributed._make_nccl_premul_sum)");
+    reduction.premultiply =
+        PreMulSumFactor(static_cast<const c10d::NCCLPreMulSumSupplement&>(*op.supplement_));
+  }
   for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(!reduction.premultiply || at::isFloatingType(t.scalar_type()), "cohort: ", what,
+                ": ReduceOp.PREMUL_SUM multiplies floating-point tensors, not ",
+                DtypeName(t.scalar_type()));
     TORCH_CHECK(
-        collective::CheckReduction(what, LibraryType(t.scalar_type(), what), *row->library).ok(),
+        collective::CheckReduction(what, LibraryType(t.scalar_type(), what), reduction.op).ok(),
         "cohort: ", what, ": ReduceOp.", row->name, " reduces integer and bool tensors, not ",
         DtypeName(t.scalar_type()));
   }
-  return *row->library;
+  return reduction;
 }
 
 void CheckOneTensor(const std::vector<at::Tensor>& tensors, const char* what) {
@@ -842,9 +855,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
                                                              const c10d::AllreduceOptions& opts) {
   CheckOneTensor(tensors, "allreduce");
   if (tensors[0].is_sparse()) return SparseAllreduce(tensors, opts);
-  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce", tensors);
+  const Reduction reduction = LibraryReduction(opts.reduceOp, "allreduce", tensors);
+  const ReduceOp op = reduction.op;
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce,
                                                StagedTensor::kInOut);
+  if (reduction.premultiply) staged->Premultiply(*reduction.premultiply);
   auto descriptor =
       ChecksCalls()
           ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
@@ -900,10 +915,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::SparseAllreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "cohort: allreduce_coalesced needs at least one tensor");
-  const ReduceOp op = LibraryOp(opts.reduceOp, "allreduce_coalesced", tensors);
+  const Reduction reduction = LibraryReduction(opts.reduceOp, "allreduce_coalesced", tensors);
+  const ReduceOp op = reduction.op;
   // One all-reduce per run of tensors of one dtype, over a flat copy of the run.
   auto runs =
       std::make_shared<std::vector<CoalescedRun>>(CoalesceByType(tensors, "allreduce_coalesced"));
+  for (CoalescedRun& run : *runs) {
+    if (reduction.premultiply) run.flat.Premultiply(*reduction.premultiply);
+  }
   auto descriptor =
       ChecksCalls()
           ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
@@ -1021,25 +1040,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter(
     CheckLike(inputs[r], output, output.numel(), "reduce_scatter",
               "input tensor " + std::to_string(r));
   }
-  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce_scatter", {output});
+  const Reduction reduction = LibraryReduction(opts.reduceOp, "reduce_scatter", {output});
   std::vector<at::Tensor> flats;
   for (const at::Tensor& t : inputs) flats.push_back(t.reshape({-1}).to(at::kCPU));
   return Enqueue(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", output_tensors,
-                 PrepareReduceScatter(at::cat(flats), output, op, "reduce_scatter"));
+                 PrepareReduceScatter(at::cat(flats), output, reduction, "reduce_scatter"));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  const ReduceOp op = LibraryOp(opts.reduceOp, "_reduce_scatter_base", {output});
+  const Reduction reduction = LibraryReduction(opts.reduceOp, "_reduce_scatter_base", {output});
   return Enqueue(c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output},
-                 PrepareReduceScatter(input, output, op, "_reduce_scatter_base"));
+                 PrepareReduceScatter(input, output, reduction, "_reduce_scatter_base"));
 }
 
 std::function<Status()> ProcessGroupCohort::PrepareReduceScatter(const at::Tensor& input,
                                                                  const at::Tensor& output,
-                                                                 ReduceOp op, const char* name) {
+                                                                 const Reduction& reduction,
+                                                                 const char* name) {
   CheckLike(input, output, output.numel() * getSize(), name, "the input");
   auto send = std::make_shared<StagedTensor>(input, name, StagedTensor::kReduce, StagedTensor::kIn);
+  if (reduction.premultiply) send->Premultiply(*reduction.premultiply);
+  const ReduceOp op = reduction.op;
   auto recv =
       std::make_shared<StagedTensor>(output, name, StagedTensor::kReduce, StagedTensor::kOut);
   return [this, send, recv, op] {
@@ -1068,10 +1090,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesc
     const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor_coalesced";
   CheckPairs(outputs, inputs, name);
-  const ReduceOp op = LibraryOp(opts.reduceOp, name, outputs);
+  const Reduction reduction = LibraryReduction(opts.reduceOp, name, outputs);
   std::vector<std::function<Status()>> parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    parts.push_back(PrepareReduceScatter(inputs[i], outputs[i], op, name));
+    parts.push_back(PrepareReduceScatter(inputs[i], outputs[i], reduction, name));
   }
   return Enqueue(c10d::OpType::COALESCED, name, outputs, RunInTurn(std::move(parts)));
 }
@@ -1080,10 +1102,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce_scatter_tensor_coalesc
 c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::reduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::ReduceOptions& opts) {
   const int root = CheckRootedOne(tensors, opts.rootRank, opts.rootTensor, getSize(), "reduce");
-  const ReduceOp op = LibraryOp(opts.reduceOp, "reduce", tensors);
+  const Reduction reduction = LibraryReduction(opts.reduceOp, "reduce", tensors);
+  const ReduceOp op = reduction.op;
   auto staged =
       std::make_shared<StagedTensor>(tensors[0], "reduce", StagedTensor::kReduce,
                                      getRank() == root ? StagedTensor::kInOut : StagedTensor::kIn);
+  if (reduction.premultiply) staged->Premultiply(*reduction.premultiply);
   return Enqueue(c10d::OpType::REDUCE, "reduce", tensors, [this, staged, op, root] {
     COHORT_RETURN_IF_ERROR(
         comm_->Reduce(staged->data(), staged->data(), staged->numel(), staged->type(), op, root));

@@ -103,6 +103,14 @@ struct Config {
   int overlap = -1;  // -1: COHORT_TORCH_OVERLAP (1 when unset); see ProcessGroupCohort, Overlap
 };
 
+// A torch reduction as the library runs it: the library's op, and for NCCL's PREMUL_SUM (a sum of
+// each rank's input multiplied by a factor: FSDP's gradient division) the factor, applied to a
+// copy of the input on the caller's thread before the sum.
+struct Reduction {
+  collective::ReduceOp op = collective::ReduceOp::kSum;
+  std::optional<double> premultiply;
+};
+
 // One queued operation's handle: wait() blocks until it ran (or the timeout passed), getFuture()
 // completes with its output tensors. The future completes before the Work (as with gloo): when
 // wait() returns or isCompleted() is true, the future holds the result and its callbacks have run.
@@ -359,7 +367,7 @@ class ProcessGroupCohort final : public BackendBase {
   // What a reduce-scatter runs on the queue thread, staged now: `input` holds every rank's block
   // in rank order, `output` receives this rank's reduced block. Raises on a mismatched input.
   std::function<Status()> PrepareReduceScatter(const at::Tensor& input, const at::Tensor& output,
-                                               collective::ReduceOp op, const char* name);
+                                               const Reduction& reduction, const char* name);
   // Runs one all-reduce on the communicator (the queue thread only).
   Status Allreduce(const StagedTensor& t, collective::ReduceOp op);
   // The overlapped allreduce (see Overlap): starts it, and returns its second half.

@@ -105,6 +105,16 @@ void CopyBytesInto(const at::Tensor& block, const at::Tensor& user) {
   WriteResult(user, block.narrow(0, 0, bytes).view(user.scalar_type()).view(user.sizes()));
 }
 
+void StagedTensor::Premultiply(double factor) {
+  c10::InferenceMode guard;  // the copy is the operation's, not a step of the caller's graph
+  if (in_place_) {
+    host_ = user_.mul(factor);
+    in_place_ = false;
+  } else {
+    host_.mul_(factor);
+  }
+}
+
 void CheckTakesResult(const at::Tensor& t, const char* what) {
   TORCH_CHECK(at::has_internal_overlap(t) != at::MemOverlap::Yes, "cohort: ", what,
               " cannot write its result into a tensor whose elements share memory (an expanded "

@@ -69,6 +69,9 @@ class StagedTensor {
   bool in_place() const { return in_place_; }
   // Writes the host copy into the user's tensor (nothing when in place, or for kIn).
   void CopyBack();
+  // Multiplies what the operation reads by `factor` (PREMUL_SUM; a floating-point kReduce tensor),
+  // in a copy of its own: the caller's tensor keeps its values until a result lands in it.
+  void Premultiply(double factor);
 
  private:
   // The host copy as the user's dtype and shape (without padding).

@@ -21,6 +21,10 @@
 //   COHORT_TORCH_HAS_ERROR_TYPE, ProcessGroupCohort::getError overrides it and torch's
 //   Backend.get_error() reaches it; elsewhere the module binds get_error() itself.
 // - Backend::registerAbortHook and unregisterAbortHook (2.14), overridden as shutdown is.
+// - NCCL's PREMUL_SUM factor in the ReduceOp's supplement
+// (torch.distributed._make_nccl_premul_sum):
+//   a double, or a one-element tensor, in 1.13 the first of `tensor_factors`, in 2.x
+//   `tensor_factor` (PreMulSumFactor reads whichever the supplement has).
 // Work's API (wait, getFuture, result, finish, mutex_, cv_, completed_, exception_) is the same
 // in both for what CohortWork uses.
 #pragma once
@@ -54,5 +58,17 @@ using BackendBase = c10d::ProcessGroup;
 #else
 #define COHORT_TORCH_HAS_ERROR_TYPE 0
 #endif
+
+// The factor of a PREMUL_SUM supplement (c10d::NCCLPreMulSumSupplement); a tensor factor is read
+// to the host.
+template <typename Supplement>
+double PreMulSumFactor(const Supplement& s) {
+  if constexpr (requires { s.tensor_factors; }) {
+    if (!s.tensor_factors.empty()) return s.tensor_factors.front().template item<double>();
+  } else {
+    if (s.tensor_factor.defined()) return s.tensor_factor.template item<double>();
+  }
+  return s.double_factor;
+}
 
 }  // namespace cohort::torch_backend

@@ -505,6 +505,39 @@ def scenario_ops():
             check.expect(torch.equal(out, exact([make(r, 7, rank) for r in range(n)])),
                          f"reduce_scatter {op_name} {dtype}: not exact")
 
+    # NCCL's PREMUL_SUM (FSDP divides gradients with it): each rank's input times the factor, then
+    # summed, from a double or a one-element tensor; the input of a reduce's other ranks untouched.
+    def premul(factor):
+        try:
+            return dist._make_nccl_premul_sum(factor)
+        except TypeError:  # torch 1.13 takes a tensor factor in a list, 2.x as it is
+            return dist._make_nccl_premul_sum([factor])
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for factor in (0.25, torch.tensor([0.5], dtype=torch.float64)):
+            f = float(factor)
+            salt += 1
+            name = f"PREMUL_SUM({f}{', a tensor' if torch.is_tensor(factor) else ''}) {dtype}"
+            every = [inputs(torch, r, 3001, dtype, salt) for r in range(n)]
+            want = sum(x.double() * f for x in every)
+            t = every[rank].clone()
+            dist.all_reduce(t, op=premul(factor))
+            check.expect(close(torch, t, want.to(dtype), dtype, n, 4.0), f"allreduce {name}: differs from the exact result")
+            record_identical(f"allreduce {name}", t)
+            root = salt % n
+            t = every[rank].clone()
+            dist.reduce(t, dst=root, op=premul(factor))
+            check.expect(close(torch, t, want.to(dtype), dtype, n, 4.0) if rank == root else torch.equal(t, every[rank]),
+                         f"reduce {name} to {root}")
+            out = torch.empty(1000, dtype=dtype)
+            dist.reduce_scatter(out, [every[rank][b * 1000:(b + 1) * 1000] for b in range(n)], op=premul(factor))
+            check.expect(close(torch, out, want[rank * 1000:(rank + 1) * 1000].to(dtype), dtype, n, 4.0),
+                         f"reduce_scatter {name}")
+            runs = [every[rank][:5].clone(), every[rank][5:].clone()]
+            opts = dist.AllreduceCoalescedOptions()
+            opts.reduceOp = premul(factor)
+            pg.allreduce_coalesced(runs, opts).wait()
+            check.expect(close(torch, torch.cat(runs), want.to(dtype), dtype, n, 4.0), f"allreduce_coalesced {name}")
+
     # Sparse COO tensors (allreduce SUM): every rank's nonzeros summed, against gloo and the dense
     # sum: nonzeros repeating within a rank (uncoalesced) and across ranks, a rank with none, dense
     # dimensions (an embedding's gradient rows), two sparse dimensions, no nonzero anywhere.
@@ -1756,8 +1789,8 @@ def scenario_bad_use():
     bor.reduceOp = R.BOR
     check.expect_raises(lambda: pg.allreduce_coalesced([torch.ones(2, dtype=torch.int32), torch.ones(2)], bor),
                         ["allreduce_coalesced", "BOR", "torch.float32"], "allreduce_coalesced BOR beside float32")
-    check.expect_raises(lambda: dist.all_reduce(torch.ones(3), op=dist._make_nccl_premul_sum(0.5)),
-                        ["allreduce", "PREMUL_SUM"], "PREMUL_SUM")
+    check.expect_raises(lambda: dist.all_reduce(torch.ones(3, dtype=torch.int64), op=dist._make_nccl_premul_sum(0.5)),
+                        ["allreduce", "PREMUL_SUM", "floating-point", "torch.int64"], "PREMUL_SUM of integers")
     check.expect_raises(lambda: dist.all_reduce(torch.ones(3).to_sparse(), op=R.MAX),
                         ["allreduce of a sparse tensor", "SUM only", "MAX"], "sparse allreduce MAX")
     # (torch 2.x's dispatcher refuses it before the backend is asked, naming the SparseCPU key.)
