@@ -61,8 +61,7 @@ inline std::vector<ReduceOp> OpsFor(DataType type) {
 inline double InputValue(DataType type, int r, size_t i) {
   const uint64_t h =
       (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 17) % 1000003;
-  if (type == DataType::kI32 || type == DataType::kI64)
-    return static_cast<double>(static_cast<int64_t>(h % 97) - 48);
+  if (IsInteger(type)) return static_cast<double>(static_cast<int64_t>(h % 97) - 48);
   return (static_cast<double>(h % 199) - 99) * 0.25;
 }
 
@@ -104,7 +103,7 @@ inline double Reference(DataType type, ReduceOp op, int n, size_t i) {
     }
   }
   if (op == ReduceOp::kAvg) {
-    if (type == DataType::kI32 || type == DataType::kI64) return std::trunc(acc / n);
+    if (IsInteger(type)) return std::trunc(acc / n);
     return acc / n;
   }
   return acc;
@@ -151,7 +150,7 @@ inline double ProductInputValue(DataType type, int r, size_t i) {
       (static_cast<uint64_t>(i) * 2654435761u + static_cast<uint64_t>(r) * 40503u + 5) % 1000003;
   static constexpr double kFloat[] = {-2, -1, -0.5, 0.5, 1, 2};
   static constexpr double kInt[] = {-2, -1, 1, 2};
-  if (type == DataType::kI32 || type == DataType::kI64) return kInt[h % 4];
+  if (IsInteger(type)) return kInt[h % 4];
   return kFloat[h % 6];
 }
 
