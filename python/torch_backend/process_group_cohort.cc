@@ -834,6 +834,12 @@ bool ProcessGroupCohort::OnReductionServer(const StagedTensor& t) const {
          collective::Algorithm::kReductionServer;
 }
 
+std::vector<int64_t> ProcessGroupCohort::AllreduceCall(const std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOp& op) const {
+  if (!ChecksCalls()) return {};
+  return AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(op));
+}
+
 Status ProcessGroupCohort::CheckAgreement(
     const std::vector<int64_t>& descriptor,
     const std::function<std::string(const std::vector<int64_t>&)>& what) {
@@ -860,10 +866,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce(std::vector<at::Ten
   auto staged = std::make_shared<StagedTensor>(tensors[0], "allreduce", StagedTensor::kReduce,
                                                StagedTensor::kInOut);
   if (reduction.premultiply) staged->Premultiply(*reduction.premultiply);
-  auto descriptor =
-      ChecksCalls()
-          ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
-          : std::vector<int64_t>{};
+  auto descriptor = AllreduceCall(tensors, opts.reduceOp);
   if (overlap_ && OnReductionServer(*staged) && !ChecksCalls()) {
     return EnqueueDeferred(
         c10d::OpType::ALLREDUCE, "allreduce", tensors,
@@ -923,10 +926,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupCohort::allreduce_coalesced(
   for (CoalescedRun& run : *runs) {
     if (reduction.premultiply) run.flat.Premultiply(*reduction.premultiply);
   }
-  auto descriptor =
-      ChecksCalls()
-          ? AllreduceDescriptor(tensors, static_cast<c10d::ReduceOp::RedOpType>(opts.reduceOp))
-          : std::vector<int64_t>{};
+  auto descriptor = AllreduceCall(tensors, opts.reduceOp);
   return Enqueue(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors,
                  [this, runs, op, descriptor] {
                    if (ChecksCalls())

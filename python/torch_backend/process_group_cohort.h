@@ -380,6 +380,10 @@ class ProcessGroupCohort final : public BackendBase {
   // True when every all-reduce runs CheckAgreement first (Config::check_calls, in a group of more
   // than one).
   bool ChecksCalls() const { return check_calls_ && getSize() > 1; }
+  // What CheckAgreement compares of an all-reduce of `tensors` (every tensor's dtype and size, and
+  // `op`); empty when the calls are not checked.
+  std::vector<int64_t> AllreduceCall(const std::vector<at::Tensor>& tensors,
+                                     const c10d::ReduceOp& op) const;
   // True when the all-reduce of `t` runs on the Reduction Server, the one that overlaps.
   bool OnReductionServer(const StagedTensor& t) const;
   // peer kAnyRank: a receive from any rank (recvAnysource).
