@@ -10,6 +10,8 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/zmq_calls.h"
+
 namespace cohort::collective {
 namespace {
 
@@ -73,12 +75,12 @@ void StoreServer::Loop() {
   while (!stop_.load()) {
     try {
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      PollFrames(&item, 1, std::chrono::milliseconds(50));
       if (!(item.revents & ZMQ_POLLIN)) continue;
       std::vector<zmq::message_t> parts;
       while (true) {
         zmq::message_t part;
-        if (!sock.recv(part, zmq::recv_flags::dontwait)) break;
+        if (!RecvFrame(sock, part, zmq::recv_flags::dontwait)) break;
         const bool more = part.more();
         parts.push_back(std::move(part));
         if (!more) break;
@@ -105,7 +107,7 @@ void StoreServer::Loop() {
         reply.emplace_back("BAD", 3);
       }
       for (size_t i = 0; i < reply.size(); ++i) {
-        sock.send(reply[i],
+        SendFrame(sock, reply[i],
                   i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t&) {
@@ -145,25 +147,25 @@ StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& v
   try {
     while (true) {
       const uint64_t id = next_id_++;
-      socket_->send(zmq::buffer(&id, sizeof(id)), zmq::send_flags::sndmore);
-      socket_->send(zmq::buffer(verb), zmq::send_flags::sndmore);
+      SendFrame(*socket_, zmq::buffer(&id, sizeof(id)), zmq::send_flags::sndmore);
+      SendFrame(*socket_, zmq::buffer(verb), zmq::send_flags::sndmore);
       if (verb == "PUT") {
-        socket_->send(zmq::buffer(key), zmq::send_flags::sndmore);
-        socket_->send(zmq::buffer(value), zmq::send_flags::none);
+        SendFrame(*socket_, zmq::buffer(key), zmq::send_flags::sndmore);
+        SendFrame(*socket_, zmq::buffer(value), zmq::send_flags::none);
       } else {
-        socket_->send(zmq::buffer(key), zmq::send_flags::none);
+        SendFrame(*socket_, zmq::buffer(key), zmq::send_flags::none);
       }
       const Deadline resend_at = std::min(deadline, SteadyClock::now() + kResendInterval);
       while (SteadyClock::now() < resend_at) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(resend_at - SteadyClock::now());
         zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
-        zmq::poll(&item, 1, std::max(left, std::chrono::milliseconds(1)));
+        PollFrames(&item, 1, std::max(left, std::chrono::milliseconds(1)));
         if (!(item.revents & ZMQ_POLLIN)) continue;
         std::vector<zmq::message_t> parts;
         while (true) {
           zmq::message_t part;
-          if (!socket_->recv(part, zmq::recv_flags::dontwait)) break;
+          if (!RecvFrame(*socket_, part, zmq::recv_flags::dontwait)) break;
           const bool more = part.more();
           parts.push_back(std::move(part));
           if (!more) break;

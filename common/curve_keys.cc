@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/rate_limited_log.h"
+#include "common/zmq_calls.h"
 
 namespace cohort {
 namespace {
@@ -212,11 +213,11 @@ void ZapAuthenticator::Serve() {
   while (!stop_) {
     try {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-      if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+      if (PollFrames(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
       std::vector<zmq::message_t> frames;
       do {
         zmq::message_t frame;
-        if (!socket_.recv(frame, zmq::recv_flags::none)) break;
+        if (!RecvFrame(socket_, frame, zmq::recv_flags::none)) break;
         frames.push_back(std::move(frame));
       } while (frames.back().more());
       // Request: version, request id, domain, address, identity, mechanism, credentials...
@@ -259,8 +260,8 @@ void ZapAuthenticator::Serve() {
       std::array<std::string, 6> reply = {"1.0", request_id, code, text, user, metadata};
       for (size_t i = 0; i < reply.size(); ++i) {
         zmq::message_t frame(reply[i].data(), reply[i].size());
-        socket_.send(frame,
-                     i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+        SendFrame(socket_, frame,
+                  i + 1 < reply.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
       }
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) return;

@@ -9,6 +9,7 @@
 
 #include "common/rate_limited_log.h"
 #include "common/utf8.h"
+#include "common/zmq_calls.h"
 
 namespace cohort {
 namespace {
@@ -42,14 +43,13 @@ Status ApplyCommonOptions(zmq::socket_t& socket, const SocketSecurity& security,
   return Status::Ok();
 }
 
-// Waits for `socket` to become readable within `timeout`. False on timeout.
-StatusOr<bool> PollIn(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
+// Waits up to `timeout` for `socket` to become readable (a signal may end the wait sooner).
+Status WaitIn(zmq::socket_t& socket, std::chrono::milliseconds timeout) {
   zmq::pollitem_t item{socket.handle(), 0, ZMQ_POLLIN, 0};
   try {
-    int n = zmq::poll(&item, 1, timeout);
-    return n > 0;
+    PollFrames(&item, 1, timeout);
+    return Status::Ok();
   } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return false;
     return ZmqError("poll", e);
   }
 }
@@ -76,7 +76,7 @@ StatusOr<std::vector<zmq::message_t>> ReceiveMultipart(zmq::socket_t& socket) {
   try {
     while (true) {
       zmq::message_t frame;
-      auto got = socket.recv(frame, zmq::recv_flags::dontwait);
+      auto got = RecvFrame(socket, frame, zmq::recv_flags::dontwait);
       if (!got) break;
       bool more = frame.more();
       frames.push_back(std::move(frame));
@@ -237,8 +237,7 @@ StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::millis
       auto remaining =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
       if (remaining.count() <= 0) return std::optional<RoutedMessage>();
-      COHORT_ASSIGN_OR_RETURN(bool readable, PollIn(socket_, remaining));
-      if (!readable) return std::optional<RoutedMessage>();
+      COHORT_RETURN_IF_ERROR(WaitIn(socket_, remaining));
       continue;
     }
     if (!incoming->message.ok()) {
@@ -255,8 +254,8 @@ StatusOr<std::optional<RoutedMessage>> RouterSocket::Receive(std::chrono::millis
 Status RouterSocket::Send(const std::string& peer, zmq::message_t frame) {
   try {
     zmq::message_t identity(peer.data(), peer.size());
-    if (!socket_.send(identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
-        !socket_.send(frame, zmq::send_flags::dontwait)) {
+    if (!SendFrame(socket_, identity, zmq::send_flags::sndmore | zmq::send_flags::dontwait) ||
+        !SendFrame(socket_, frame, zmq::send_flags::dontwait)) {
       return Unavailable("send to peer would block");
     }
     return Status::Ok();
@@ -299,7 +298,7 @@ StatusOr<DealerSocket> DealerSocket::Connect(zmq::context_t& context, const std:
 
 Status DealerSocket::Send(zmq::message_t frame) {
   try {
-    if (!socket_.send(frame, zmq::send_flags::dontwait)) {
+    if (!SendFrame(socket_, frame, zmq::send_flags::dontwait)) {
       return Unavailable("send queue to the coordinator is full");
     }
     return Status::Ok();
@@ -313,8 +312,8 @@ void DealerSocket::ReadHandshakeEvents() {
   try {
     while (true) {
       zmq::message_t event, address;
-      if (!monitor_->recv(event, zmq::recv_flags::dontwait)) return;
-      if (event.more()) (void)monitor_->recv(address, zmq::recv_flags::dontwait);
+      if (!RecvFrame(*monitor_, event, zmq::recv_flags::dontwait)) return;
+      if (event.more()) (void)RecvFrame(*monitor_, address, zmq::recv_flags::dontwait);
       if (event.size() < 6) continue;
       uint16_t id;
       uint32_t value;
@@ -357,9 +356,9 @@ Status DealerSocket::WaitReadable(std::chrono::milliseconds timeout, bool* reada
   zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                               {monitor_ ? monitor_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
   try {
-    zmq::poll(items, monitor_ ? 2 : 1, std::max(timeout, std::chrono::milliseconds(0)));
+    PollFrames(items, monitor_ ? 2 : 1, std::max(timeout, std::chrono::milliseconds(0)));
   } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) return ZmqError("poll", e);
+    return ZmqError("poll", e);
   }
   if (monitor_ && (items[1].revents & ZMQ_POLLIN)) ReadHandshakeEvents();
   *readable = (items[0].revents & ZMQ_POLLIN) != 0;

@@ -7,8 +7,8 @@
 // that does not verify with the reason, for the caller to answer or drop; RouterSocket::Receive
 // answers such frames with ErrorReply(DATA_LOSS) itself. DealerSocket (agents, clients) drops
 // them. Warnings about bad frames are rate-limited (common/rate_limited_log.h).
-// cppzmq exceptions are caught here and become Status. Sockets are not thread-safe: use each from
-// one thread.
+// cppzmq exceptions are caught here and become Status; a signal fails no call (common/zmq_calls.h).
+// Sockets are not thread-safe: use each from one thread.
 #pragma once
 
 #include <chrono>

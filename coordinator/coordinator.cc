@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/wire_json.h"
+#include "common/zmq_calls.h"
 #include "coordinator/job_array.h"
 #include "coordinator/job_notice.h"
 #include "coordinator/launch_plan.h"
@@ -221,9 +222,9 @@ Status Coordinator::RunOnce(std::chrono::milliseconds poll_timeout) {
   zmq::pollitem_t items[2] = {{client_->socket().handle(), 0, ZMQ_POLLIN, 0},
                               {agent_->socket().handle(), 0, ZMQ_POLLIN, 0}};
   try {
-    zmq::poll(items, 2, poll_timeout);
+    PollFrames(items, 2, poll_timeout);
   } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) return Unavailable(std::string("poll: ") + e.what());
+    return Unavailable(std::string("poll: ") + e.what());
   }
   // Agents first: their updates free resources that submissions in the same pass may use.
   // Each socket gives at most kMaxMessagesPerPass messages a pass, good or bad, and each one is

@@ -1,10 +1,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "collective/store_bootstrap.h"
+#include "tests/testing/signal_storm.h"
 
 namespace cohort::collective {
 namespace {
@@ -44,6 +48,25 @@ TEST(StoreBootstrapTest, PutAndGetOverTcpWithBinaryValues) {
   EXPECT_EQ(*got, value);
   ASSERT_TRUE((*b)->Put("addr/0", "new").ok());
   EXPECT_EQ(*(*a)->Get("addr/0", DeadlineAfter(milliseconds(5000))), "new");
+}
+
+// A training script's handled signals (its own, Python's, torch's DataLoader's SIGCHLD) landing in
+// the store client's calls: every put and get still succeeds with its value.
+TEST(StoreBootstrapTest, SignalsLandingInTheClientsCallsFailNone) {
+  auto server = StoreServer::Start("127.0.0.1:0");
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  auto client = StoreBootstrap::Connect("127.0.0.1:" + std::to_string((*server)->port()));
+  ASSERT_TRUE(client.ok());
+  testing::SignalStorm storm(pthread_self());
+  for (int i = 0; i < 1000; ++i) {
+    const std::string key = "key/" + std::to_string(i % 7), value = "value " + std::to_string(i);
+    Status put = (*client)->Put(key, value);
+    ASSERT_TRUE(put.ok()) << "put " << i << ": " << put.ToString();
+    auto got = (*client)->Get(key, DeadlineAfter(milliseconds(5000)));
+    ASSERT_TRUE(got.ok()) << "get " << i << ": " << got.status().ToString();
+    ASSERT_EQ(*got, value);
+  }
+  EXPECT_GT(storm.sent(), 100);  // the calls above ran under the storm
 }
 
 TEST(StoreBootstrapTest, ClientsMayStartBeforeTheServer) {

@@ -3,10 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <chrono>
 #include <cstring>
 #include <optional>
 #include <string>
+
+#include "tests/testing/signal_storm.h"
 
 namespace cohort {
 namespace {
@@ -205,6 +209,41 @@ TEST(MessagingTest, NextReadsOneMessageAndHandsBackABadFrameWithItsReason) {
   EXPECT_EQ(good->message->type(), wire::Body::ListJobs);
   EXPECT_EQ(PeerName(good->peer), "client-1");
   EXPECT_EQ(PeerName(std::string("\0\x01\xff", 3)), "0x0001ff");
+}
+
+// A daemon's handled signal (the coordinator's SIGTERM, the agent's SIGHUP and SIGUSR2) that lands
+// while ZeroMQ looks at its mailbox fails that call with EINTR before any message moved: the call
+// is made again, and neither side loses, splits or reports anything.
+TEST(MessagingTest, SignalsLandingInEveryCallLoseNoMessage) {
+  RouterAndDealer sockets;
+  ASSERT_NO_FATAL_FAILURE(sockets.Connect());
+  RouterSocket& router = *sockets.router;
+  DealerSocket& dealer = *sockets.dealer;
+  constexpr uint64_t kMessages = 3000;
+  testing::SignalStorm storm(pthread_self());
+  uint64_t received = 0, replies = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  for (uint64_t id = 1; id <= kMessages; ++id) {
+    ASSERT_TRUE(dealer.Send(Encode(id, wire::ListJobsT())).ok());
+    // Next and Send as the coordinator's loop makes them, without waiting first.
+    while (received < id && std::chrono::steady_clock::now() < deadline) {
+      auto in = router.Next();
+      ASSERT_TRUE(in.ok()) << "message " << id << ": " << in.status().ToString();
+      if (!in->has_value()) continue;
+      ASSERT_TRUE((*in)->message.ok()) << "message " << id << ": " << (*in)->message.status().ToString();
+      ASSERT_EQ((*in)->message->request_id(), id);
+      ++received;
+      ASSERT_TRUE(router.Send((*in)->peer, Encode(id, wire::JobListT())).ok());
+    }
+    auto reply = dealer.Receive(5s);
+    ASSERT_TRUE(reply.ok()) << "reply " << id << ": " << reply.status().ToString();
+    ASSERT_TRUE(reply->has_value()) << "reply " << id;
+    ASSERT_EQ((*reply)->request_id(), id);
+    ++replies;
+  }
+  EXPECT_EQ(received, kMessages);
+  EXPECT_EQ(replies, kMessages);
+  EXPECT_GT(storm.sent(), 100);  // the calls above ran under the storm
 }
 
 TEST(MessagingTest, CallTimesOutWithUnavailableWhenNobodyAnswers) {

@@ -1613,8 +1613,9 @@ TEST_F(CoordinatorTest, HostileClientRequestsAreAnsweredAndNeverStopTheCoordinat
           return answered;
         },
         20);
-    if (kind != 7 && user.empty())
+    if (kind != 7 && user.empty()) {
       EXPECT_TRUE(answered) << "request " << i << " (kind " << kind << ")";
+    }
     client_.inbox.clear();
   }
   Restart();
