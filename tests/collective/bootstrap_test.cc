@@ -1,7 +1,6 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <pthread.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <string>

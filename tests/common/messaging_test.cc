@@ -2,7 +2,6 @@
 #include "common/messaging.h"
 
 #include <gtest/gtest.h>
-
 #include <pthread.h>
 
 #include <chrono>
@@ -230,7 +229,8 @@ TEST(MessagingTest, SignalsLandingInEveryCallLoseNoMessage) {
       auto in = router.Next();
       ASSERT_TRUE(in.ok()) << "message " << id << ": " << in.status().ToString();
       if (!in->has_value()) continue;
-      ASSERT_TRUE((*in)->message.ok()) << "message " << id << ": " << (*in)->message.status().ToString();
+      ASSERT_TRUE((*in)->message.ok())
+          << "message " << id << ": " << (*in)->message.status().ToString();
       ASSERT_EQ((*in)->message->request_id(), id);
       ++received;
       ASSERT_TRUE(router.Send((*in)->peer, Encode(id, wire::JobListT())).ok());
