@@ -61,12 +61,4 @@ Algorithm SelectAllreduceAlgorithm(const AllreduceSupport& support, Algorithm co
   return Algorithm::kRing;
 }
 
-bool AllreduceChoice::SizeDecides() const {
-  const Algorithm smallest = For(0);
-  for (const SelectionRule& rule : kAllreduceRules) {
-    if (rule.max_bytes != kAnySize && For(rule.max_bytes + 1) != smallest) return true;
-  }
-  return false;
-}
-
 }  // namespace cohort::collective

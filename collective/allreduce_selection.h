@@ -87,9 +87,6 @@ struct AllreduceChoice {
   Algorithm For(size_t bytes = SIZE_MAX) const {
     return SelectAllreduceAlgorithm(support, configured, bytes);
   }
-  // True when kAuto runs different algorithms for different sizes: then workers whose calls
-  // differ in size may run different ones.
-  bool SizeDecides() const;
 };
 
 }  // namespace cohort::collective

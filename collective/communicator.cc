@@ -168,7 +168,6 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   } else if (shared_memory_allowed) {
     COHORT_RETURN_IF_ERROR(comm->SetUpHierarchy(bootstrap, placement, slot_bytes, deadline));
   }
-  comm->size_decides_ = comm->allreduce_choice().SizeDecides();
   return comm;
 }
 
@@ -266,7 +265,6 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
     return InvalidArgument(
         "all-reduce: the Reduction Server needs reducers (COHORT_NUM_REDUCERS=0)");
   }
-  const bool by_size = algorithm == Algorithm::kAuto && size_decides_;
   if (algorithm == Algorithm::kAuto) algorithm = AutoAlgorithm(count * DataTypeSize(type));
   if (algorithm == Algorithm::kHalvingDoubling && !HalvingDoublingFits(world_size_)) {
     return InvalidArgument(
@@ -294,20 +292,18 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduce(void* data, size_t count
     // Staged whole: the pinned buffer is this thread's, and the next call reuses it.
     DeviceStaging staging;
     COHORT_RETURN_IF_ERROR(staging.CopyIn(data, count * DataTypeSize(type)));
-    COHORT_ASSIGN_OR_RETURN(
-        PendingAllreduce pending,
-        StartAllreduceHost(staging.host(), count, type, op, algorithm, by_size));
+    COHORT_ASSIGN_OR_RETURN(PendingAllreduce pending,
+                            StartAllreduceHost(staging.host(), count, type, op, algorithm));
     COHORT_RETURN_IF_ERROR(pending.Finish());
     COHORT_RETURN_IF_ERROR(staging.CopyOut(data));
     return PendingAllreduce();
   }
 #endif
-  return StartAllreduceHost(data, count, type, op, algorithm, by_size);
+  return StartAllreduceHost(data, count, type, op, algorithm);
 }
 
 StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t count, DataType type,
-                                                            ReduceOp op, Algorithm algorithm,
-                                                            bool by_size) {
+                                                            ReduceOp op, Algorithm algorithm) {
   AllreduceOptions o;
   o.data = data;
   o.count = count;
@@ -329,17 +325,20 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
   o.wire_type = options_.wire_dtype;
   // Fill and drain matter on links; on one host smaller chunks only cost more messages.
   o.chunks_per_reducer = one_host_shared_memory_ ? 4 : kPipelineChunksPerReducer;
-  // Workers whose sizes led to different algorithms wait for each other: watch for that
-  // (stalled_call_check.h). The hierarchical all-reduce picks its stage across hosts by size.
+  // Workers whose calls never meet in one algorithm's exchanges (sizes that led kAuto to different
+  // algorithms, or another collective on some worker) wait for each other: every call is watched
+  // for that (stalled_call_check.h); in the hierarchical all-reduce, among the workers of its stage
+  // across hosts. The Reduction Server's call owns its check (its second half may run on another
+  // thread while the next call starts); any other call uses call_check_.
   std::unique_ptr<StalledCallCheck> stall;
-  if (by_size || algorithm == Algorithm::kHierarchical) {
-    if (++watched_calls_ % kStallDrainEvery == 0) stall_notices_->Drain(o.seq);
-    stall = std::make_unique<StalledCallCheck>(
-        *stall_notices_, algorithm == Algorithm::kHierarchical ? across_hosts_ : all_workers_,
-        AgreementCall{count, static_cast<uint8_t>(type), static_cast<uint8_t>(op), 0, rank_}, o.seq,
-        "all-reduce");
-    o.stall_check = stall.get();
-  }
+  o.stall_check =
+      WatchCall(o.seq,
+                AgreementCall{.count = count,
+                              .type = static_cast<uint8_t>(type),
+                              .op = static_cast<uint8_t>(op),
+                              .rank = rank_},
+                algorithm == Algorithm::kHierarchical ? across_hosts_ : all_workers_, "all-reduce",
+                now, algorithm == Algorithm::kReductionServer ? &stall : nullptr);
   Status s;
   switch (algorithm) {
     case Algorithm::kReductionServer: {
@@ -371,10 +370,28 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
       s = RingAllreduce(*transport_, o);
       break;
   }
+  call_check_.reset();
   recording.Finish(s);
   if (s.ok()) return PendingAllreduce();
   poisoned_ = true;
   return NameCall(recording.record(), s);
+}
+
+StalledCallCheck* Communicator::WatchCall(uint32_t seq, AgreementCall mine,
+                                          const std::vector<int>& workers, std::string what,
+                                          SteadyClock::time_point started,
+                                          std::unique_ptr<StalledCallCheck>* owned) {
+  if (started - last_drain_ >= kStallDrainInterval) {
+    stall_notices_->Drain(seq);
+    last_drain_ = started;
+  }
+  if (owned != nullptr) {
+    *owned = std::make_unique<StalledCallCheck>(*stall_notices_, workers, mine, seq,
+                                                std::move(what), started);
+    return owned->get();
+  }
+  call_check_.emplace(*stall_notices_, workers, mine, seq, std::move(what), started);
+  return &*call_check_;
 }
 
 void Communicator::Cancel() {

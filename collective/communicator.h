@@ -164,7 +164,9 @@ class Communicator {
   // passes the same count, type and op: a call that differs fails every worker with
   // kInvalidArgument naming one whose call differs, whichever algorithm runs (each compares the
   // calls within its own exchanges); where the sizes lead kAuto to different algorithms on
-  // different workers, once the call has waited kStalledCallAfter (stalled_call_check.h).
+  // different workers, or a worker made another collective call at this point (a barrier, an
+  // allgather), once the call has waited kStalledCallAfter (stalled_call_check.h). The other
+  // collectives below are watched the same way.
   Status Allreduce(void* data, size_t count, DataType type, ReduceOp op,
                    Algorithm algorithm = Algorithm::kAuto);
   // Allreduce in two halves, for a caller that keeps its link busy across consecutive calls (the
@@ -281,13 +283,19 @@ class Communicator {
  private:
   friend class PendingAllreduce;
   Communicator() = default;
-  // `by_size`: kAuto chose `algorithm` by the call's size (and might have chosen another for
-  // another size).
   StatusOr<PendingAllreduce> StartAllreduceHost(void* data, size_t count, DataType type,
-                                                ReduceOp op, Algorithm algorithm, bool by_size);
+                                                ReduceOp op, Algorithm algorithm);
+  // The stall check of call `seq` (this worker's call `mine`, among `workers`, transport ranks;
+  // `what` prefixes its errors; `started`: when the call started): made into `owned` when given,
+  // else into call_check_ (the call in progress on this thread). Drains late notices at most every
+  // kStallDrainInterval.
+  StalledCallCheck* WatchCall(uint32_t seq, AgreementCall mine, const std::vector<int>& workers,
+                              std::string what, SteadyClock::time_point started,
+                              std::unique_ptr<StalledCallCheck>* owned = nullptr);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
-  // options (sequence number, deadline), and its flight-recorder entry begins.
-  Status BeginCall(std::string_view what, DataType type, size_t count,
+  // options (sequence number, deadline, its stall check, which compares `op` too: kSum for calls
+  // that reduce nothing), and its flight-recorder entry begins.
+  Status BeginCall(std::string_view what, DataType type, size_t count, ReduceOp op,
                    std::initializer_list<const void*> buffers, std::optional<int> root,
                    CollectiveOptions* call);
   // One collective call: BeginCall, then `algorithm` over the transport with `call`, then EndCall.
@@ -344,13 +352,14 @@ class Communicator {
   std::unique_ptr<SharedMemoryGroup> host_memory_;
   std::vector<int> host_workers_;
   std::vector<int> across_hosts_;
-  // Calls whose workers may run different algorithms are watched (stalled_call_check.h): whether
-  // kAuto's choice depends on the size (allreduce_choice().SizeDecides(), fixed at Create), the
-  // notices, the workers' transport ranks (0 .. world_size - 1), and how many calls were watched.
-  bool size_decides_ = false;
+  // Every collective call is watched for workers whose calls never meet (stalled_call_check.h):
+  // the notices, the workers' transport ranks (0 .. world_size - 1), when late notices were last
+  // drained, and the check of the call in progress on the calling thread (any but a Reduction
+  // Server all-reduce, whose call owns its check).
   std::unique_ptr<StallNotices> stall_notices_;
   std::vector<int> all_workers_;
-  uint32_t watched_calls_ = 0;
+  SteadyClock::time_point last_drain_{};
+  std::optional<StalledCallCheck> call_check_;
 };
 
 }  // namespace cohort::collective

@@ -41,7 +41,7 @@ Options Buffers(const void* send, void* recv, size_t count, DataType type) {
 
 }  // namespace
 
-Status Communicator::BeginCall(std::string_view what, DataType type, size_t count,
+Status Communicator::BeginCall(std::string_view what, DataType type, size_t count, ReduceOp op,
                                std::initializer_list<const void*> buffers, std::optional<int> root,
                                CollectiveOptions* call) {
   const std::string name(what);
@@ -65,13 +65,22 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
   call->deadline = now + options_.timeout;
   call->num_workers = world_size_;
   call->chunk_bytes = options_.chunk_bytes;
-  FlightRecord record = CallRecord(ParseFlightOp(what), call->seq, type, count, root.value_or(-1));
+  const FlightOp kind = ParseFlightOp(what);
+  call->stall_check = WatchCall(call->seq,
+                                AgreementCall{.count = count,
+                                              .type = static_cast<uint8_t>(type),
+                                              .op = static_cast<uint8_t>(op),
+                                              .collective = static_cast<uint8_t>(kind),
+                                              .rank = rank_},
+                                all_workers_, name, now);
+  FlightRecord record = CallRecord(kind, call->seq, type, count, root.value_or(-1));
   record.start_ns = FlightClockNs(now);
   call_ = FlightRecording(recorder_, record);
   return Status::Ok();
 }
 
 Status Communicator::EndCall(Status status) {
+  call_check_.reset();
   call_.Finish(status);
   if (status.ok()) return status;
   poisoned_ = true;
@@ -82,7 +91,9 @@ template <typename Options>
 Status Communicator::RunCall(std::string_view what, DataType type, size_t count,
                              std::initializer_list<const void*> buffers, std::optional<int> root,
                              Options call, Status (*algorithm)(Transport&, const Options&)) {
-  COHORT_RETURN_IF_ERROR(BeginCall(what, type, count, buffers, root, &call));
+  ReduceOp op = ReduceOp::kSum;
+  if constexpr (requires { call.op; }) op = call.op;
+  COHORT_RETURN_IF_ERROR(BeginCall(what, type, count, op, buffers, root, &call));
   return EndCall(algorithm(*transport_, call));
 }
 

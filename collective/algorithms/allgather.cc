@@ -35,7 +35,7 @@ Status RingAllgather(Transport& transport, const AllgatherOptions& options,
                                       &recvs));
     if (s == 0) COHORT_RETURN_IF_ERROR(headers.Check(left));
     for (size_t k = 0; k < pieces; ++k) {
-      if (s > 0) COHORT_RETURN_IF_ERROR(WaitFor(prev_recvs[k], options.deadline, "allgather"));
+      if (s > 0) COHORT_RETURN_IF_ERROR(WaitFor(prev_recvs[k], options, "allgather"));
       const size_t elems = std::min(piece, options.count - k * piece);
       COHORT_RETURN_IF_ERROR(
           PostPieces(transport, true, right, options.seq, step_base(s) + static_cast<uint32_t>(k),
@@ -43,8 +43,8 @@ Status RingAllgather(Transport& transport, const AllgatherOptions& options,
     }
     std::swap(prev_recvs, recvs);
   }
-  COHORT_RETURN_IF_ERROR(WaitAll(&prev_recvs, options.deadline, "allgather"));
-  return WaitAll(&sends, options.deadline, "allgather");
+  COHORT_RETURN_IF_ERROR(WaitAll(&prev_recvs, options, "allgather"));
+  return WaitAll(&sends, options, "allgather");
 }
 
 Status RecursiveDoublingAllgather(Transport& transport, const AllgatherOptions& options,
@@ -73,8 +73,8 @@ Status RecursiveDoublingAllgather(Transport& transport, const AllgatherOptions& 
     COHORT_RETURN_IF_ERROR(PostPieces(transport, true, partner, options.seq, step, out + mine * es,
                                       elems, options.type, piece, &sends));
     step += static_cast<uint32_t>(PieceCount(elems, piece));
-    COHORT_RETURN_IF_ERROR(WaitAll(&recvs, options.deadline, "allgather"));
-    COHORT_RETURN_IF_ERROR(WaitAll(&sends, options.deadline, "allgather"));
+    COHORT_RETURN_IF_ERROR(WaitAll(&recvs, options, "allgather"));
+    COHORT_RETURN_IF_ERROR(WaitAll(&sends, options, "allgather"));
   }
   return Status::Ok();
 }

@@ -49,18 +49,22 @@ inline std::vector<size_t> BlockOffsets(size_t count, int n) {
   return offset;
 }
 
-// One worker's all-reduce call, as agreement headers carry it (pairwise_agreement.h).
+// One worker's all-reduce call, as agreement headers carry it (pairwise_agreement.h), or, in stall
+// notices (stalled_call_check.h), its call of any collective.
 struct AgreementCall {
   uint64_t count = 0;
   uint8_t type = 0;
   uint8_t op = 0;
-  uint16_t reserved = 0;
+  // 0: an all-reduce (what agreement headers carry). Other collectives: their FlightOp (the flight
+  // recorder's values, stable), count their count, op kSum unless they reduce.
+  uint8_t collective = 0;
+  uint8_t reserved = 0;
   int32_t rank = -1;  // the worker that made it
 };
 
 // True when two workers made the same call (whoever they are).
 inline bool SameCall(const AgreementCall& a, const AgreementCall& b) {
-  return a.count == b.count && a.type == b.type && a.op == b.op;
+  return a.count == b.count && a.type == b.type && a.op == b.op && a.collective == b.collective;
 }
 
 // For an all-reduce that is one stage of a larger call (the hierarchical all-reduce's stage across

@@ -63,8 +63,8 @@ Status Exchange(Transport& transport, const AlltoallOptions& options, FlightOp k
         kind == FlightOp::kAlltoall ? std::nullopt : std::optional<uint64_t>(block(recv_at, r));
     COHORT_RETURN_IF_ERROR(headers[r]->Check(r, expected));
   }
-  COHORT_RETURN_IF_ERROR(WaitAll(&recvs, options.deadline, what));
-  COHORT_RETURN_IF_ERROR(WaitAll(&sends, options.deadline, what));
+  COHORT_RETURN_IF_ERROR(WaitAll(&recvs, options, what));
+  COHORT_RETURN_IF_ERROR(WaitAll(&sends, options, what));
   for (auto& h : headers) {
     if (h) COHORT_RETURN_IF_ERROR(h->Finish());
   }

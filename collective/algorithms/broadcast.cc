@@ -49,7 +49,7 @@ Status Broadcast(Transport& transport, const BroadcastOptions& options) {
   std::vector<PeerRequest> sends;
   auto* data = static_cast<char*>(options.data);
   for (size_t k = 0; k < pieces; ++k) {
-    if (parent >= 0) COHORT_RETURN_IF_ERROR(WaitFor(recvs[k], options.deadline, "broadcast"));
+    if (parent >= 0) COHORT_RETURN_IF_ERROR(WaitFor(recvs[k], options, "broadcast"));
     const size_t elems = std::min(piece, options.count - k * piece);
     for (int c : children) {
       COHORT_RETURN_IF_ERROR(PostPieces(transport, true, real(c), options.seq,
@@ -57,7 +57,7 @@ Status Broadcast(Transport& transport, const BroadcastOptions& options) {
                                         options.type, piece, &sends));
     }
   }
-  COHORT_RETURN_IF_ERROR(WaitAll(&sends, options.deadline, "broadcast"));
+  COHORT_RETURN_IF_ERROR(WaitAll(&sends, options, "broadcast"));
   return headers.Finish();
 }
 

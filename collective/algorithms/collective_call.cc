@@ -6,23 +6,29 @@
 #include "collective/algorithms/stalled_call_check.h"
 
 namespace cohort::collective {
-namespace {
 
-// "allgather of 12 f32 (root 0, op sum)": the parts of a header that matter for its kind.
-std::string Describe(const CallHeader& h) {
-  const auto kind = static_cast<FlightOp>(h.kind);
+std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op) {
   const bool collective = kind >= FlightOp::kBroadcast && kind <= FlightOp::kSend;
   std::string s(collective ? FlightOpName(kind) : "unknown collective");
   if (kind == FlightOp::kBarrier) return s;
-  s += " of " + std::to_string(h.count) + " ";
-  s += IsValid(static_cast<DataType>(h.type))
-           ? std::string(DataTypeName(static_cast<DataType>(h.type)))
-           : "type " + std::to_string(h.type);
+  s += " of " + std::to_string(count) + " ";
+  s += IsValid(static_cast<DataType>(type)) ? std::string(DataTypeName(static_cast<DataType>(type)))
+                                            : "type " + std::to_string(type);
   if (kind == FlightOp::kReduce || kind == FlightOp::kReduceScatter) {
-    s += IsValid(static_cast<ReduceOp>(h.op))
-             ? " (" + std::string(ReduceOpName(static_cast<ReduceOp>(h.op))) + ")"
-             : " (op " + std::to_string(h.op) + ")";
+    s += IsValid(static_cast<ReduceOp>(op))
+             ? " (" + std::string(ReduceOpName(static_cast<ReduceOp>(op))) + ")"
+             : " (op " + std::to_string(op) + ")";
   }
+  return s;
+}
+
+namespace {
+
+// "allgather of 12 f32", "broadcast of 4 u8 to/from root 0": the parts of a header that matter
+// for its kind.
+std::string Describe(const CallHeader& h) {
+  const auto kind = static_cast<FlightOp>(h.kind);
+  std::string s = DescribeCollectiveCall(kind, h.count, h.type, h.op);
   if (kind == FlightOp::kBroadcast || kind == FlightOp::kReduce || kind == FlightOp::kGather ||
       kind == FlightOp::kScatter) {
     s += " to/from root " + std::to_string(h.root);
@@ -83,8 +89,8 @@ Status HeaderExchange::Check(int peer, std::optional<uint64_t> expected_count) {
                          [peer](const Posted& p) { return p.peer == peer; });
   if (it == recvs_.end())
     return Internal(what + ": no header receive posted for " + WorkerName(peer));
-  COHORT_RETURN_IF_ERROR(
-      it->request.Wait(options_.deadline).WithContext(what + ": waiting for " + WorkerName(peer)));
+  COHORT_RETURN_IF_ERROR(WaitChecked(it->request, options_.deadline, options_.stall_check,
+                                     [&] { return what + ": waiting for " + WorkerName(peer); }));
   const CallHeader& got = *it->got;
   if (got.magic != CallHeader::kMagic)
     return DataLoss(what + ": malformed call header from " + WorkerName(peer));
@@ -103,8 +109,9 @@ Status HeaderExchange::Check(int peer, std::optional<uint64_t> expected_count) {
 Status HeaderExchange::Finish() {
   const std::string what(FlightOpName(static_cast<FlightOp>(mine_.kind)));
   for (auto& p : sends_) {
-    COHORT_RETURN_IF_ERROR(p.request.Wait(options_.deadline)
-                               .WithContext(what + ": call header to " + WorkerName(p.peer)));
+    COHORT_RETURN_IF_ERROR(WaitChecked(p.request, options_.deadline, options_.stall_check, [&] {
+      return what + ": call header to " + WorkerName(p.peer);
+    }));
   }
   sends_.clear();
   return Status::Ok();

@@ -54,6 +54,10 @@ struct CollectiveOptions {
   // Pipeline unit: large transfers are cut into messages of this many bytes (a whole number of
   // elements, at least one), which travel and are forwarded while later ones move.
   size_t chunk_bytes = kDefaultChunkBytes;
+  // When set, every wait of the call goes through it (stalled_call_check.h): workers that made
+  // different calls at this point (an allgather against an all-reduce, a barrier against a
+  // broadcast) then fail within a fraction of a second, where no header of theirs met.
+  StalledCallCheck* stall_check = nullptr;
 };
 
 struct CallHeader {
@@ -76,6 +80,10 @@ CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataT
 
 // "worker 3".
 std::string WorkerName(int rank);
+
+// "allgather of 12 f32", "reduce of 10 f32 (max)", "barrier": a call of collective `kind` as errors
+// quote it (the values may come from a peer, and need not be valid).
+std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op);
 
 // Checks that `options` can run on `transport` (this rank is one of num_workers workers) and that
 // `root`, when given (>= 0 or asked for), names a worker. `what` prefixes the error.
@@ -140,5 +148,14 @@ Status WaitFor(PeerRequest& request, Deadline deadline, std::string_view what,
 // Waits for every request in `requests`, in order, as WaitFor does, and clears it.
 Status WaitAll(std::vector<PeerRequest>* requests, Deadline deadline, std::string_view what,
                StalledCallCheck* check = nullptr);
+// The same for one call of a collective: its deadline and stall check.
+inline Status WaitFor(PeerRequest& request, const CollectiveOptions& options,
+                      std::string_view what) {
+  return WaitFor(request, options.deadline, what, options.stall_check);
+}
+inline Status WaitAll(std::vector<PeerRequest>* requests, const CollectiveOptions& options,
+                      std::string_view what) {
+  return WaitAll(requests, options.deadline, what, options.stall_check);
+}
 
 }  // namespace cohort::collective

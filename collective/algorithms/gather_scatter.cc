@@ -32,7 +32,7 @@ Status RootExchange(Transport& transport, const CollectiveOptions& options, Flig
     COHORT_RETURN_IF_ERROR(
         PostPieces(transport, to_root, root, options.seq, 0, own, count, type, piece, &requests));
     if (!to_root) COHORT_RETURN_IF_ERROR(headers.Check(root));
-    COHORT_RETURN_IF_ERROR(WaitAll(&requests, options.deadline, what));
+    COHORT_RETURN_IF_ERROR(WaitAll(&requests, options, what));
     return headers.Finish();
   }
   auto* block = static_cast<char*>(blocks);
@@ -57,7 +57,7 @@ Status RootExchange(Transport& transport, const CollectiveOptions& options, Flig
       if (r != rank) COHORT_RETURN_IF_ERROR(headers.Check(r));
     }
   }
-  COHORT_RETURN_IF_ERROR(WaitAll(&requests, options.deadline, what));
+  COHORT_RETURN_IF_ERROR(WaitAll(&requests, options, what));
   return headers.Finish();
 }
 

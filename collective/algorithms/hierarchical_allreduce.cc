@@ -27,8 +27,10 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, const std::vector<int>& h
       options.count * DataTypeSize(options.type) <= kRecursiveDoublingAllreduceMaxBytes;
   // The headers across hosts carry the whole call, and name workers by their transport rank.
   AgreementSeed seed;
-  seed.mine = {options.count, static_cast<uint8_t>(options.type), static_cast<uint8_t>(options.op),
-               0, transport.rank()};
+  seed.mine = {.count = options.count,
+               .type = static_cast<uint8_t>(options.type),
+               .op = static_cast<uint8_t>(options.op),
+               .rank = transport.rank()};
   seed.job_ranks = &across;
   ring.agreement = &seed;
   auto reduce_across = [&](void* slice, size_t count, const AgreementCall* differ) {

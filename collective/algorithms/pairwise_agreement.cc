@@ -41,10 +41,11 @@ PairwiseAgreement::PairwiseAgreement(Transport& transport, const AllreduceOption
     : transport_(transport),
       options_(options),
       what_(std::move(what)),
-      mine_(options.agreement != nullptr
-                ? options.agreement->mine
-                : AgreementCall{options.count, static_cast<uint8_t>(options.type),
-                                static_cast<uint8_t>(options.op), 0, transport.rank()}),
+      mine_(options.agreement != nullptr ? options.agreement->mine
+                                         : AgreementCall{.count = options.count,
+                                                         .type = static_cast<uint8_t>(options.type),
+                                                         .op = static_cast<uint8_t>(options.op),
+                                                         .rank = transport.rank()}),
       inbox_(new char[sizeof(AgreementHeader) + kAgreementInlineBytes]) {
   if (options.agreement != nullptr) {
     differ_[0] = options.agreement->differ[0];

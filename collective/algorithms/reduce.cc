@@ -41,14 +41,14 @@ Status TreeReduce(Transport& transport, const ReduceOptions& options, HeaderExch
   for (size_t i = 0; i < children.size(); ++i) {
     COHORT_RETURN_IF_ERROR(headers.Check(real(children[i])));
     if (options.count == 0) continue;
-    COHORT_RETURN_IF_ERROR(WaitFor(recvs[i], options.deadline, kWhat));
+    COHORT_RETURN_IF_ERROR(WaitFor(recvs[i], options, kWhat));
     ReduceInto(options.type, options.op, acc, from[i].data(), options.count);
   }
   if (vr == 0) return Status::Ok();
   std::vector<PeerRequest> sends;
   COHORT_RETURN_IF_ERROR(PostPieces(transport, true, real(vr - low), options.seq, 0, acc,
                                     options.count, options.type, options.count + 1, &sends));
-  return WaitAll(&sends, options.deadline, kWhat);
+  return WaitAll(&sends, options, kWhat);
 }
 
 // The chain root+1 -> root+2 -> ... -> root, piece by piece.
@@ -72,7 +72,7 @@ Status ChainReduce(Transport& transport, const ReduceOptions& options, HeaderExc
     std::vector<PeerRequest> sends;
     COHORT_RETURN_IF_ERROR(PostPieces(transport, true, next, options.seq, 0, const_cast<char*>(in),
                                       options.count, options.type, piece, &sends));
-    return WaitAll(&sends, options.deadline, kWhat);
+    return WaitAll(&sends, options, kWhat);
   }
   // Pieces arrive in a ring of slots; a slot is free again once its piece went on (or, on the
   // root, was added to the result).
@@ -91,7 +91,7 @@ Status ChainReduce(Transport& transport, const ReduceOptions& options, HeaderExc
   for (size_t k = 0; k < slots; ++k) COHORT_RETURN_IF_ERROR(post_recv(k));
   COHORT_RETURN_IF_ERROR(headers.Check(prev));
   for (size_t k = 0; k < pieces; ++k) {
-    COHORT_RETURN_IF_ERROR(WaitFor(recvs[k], options.deadline, kWhat));
+    COHORT_RETURN_IF_ERROR(WaitFor(recvs[k], options, kWhat));
     if (next < 0) {
       // The root: result += partial (the operands commute bit for bit).
       ReduceInto(options.type, options.op, out + k * piece * es, slot(k), piece_len(k));
@@ -105,12 +105,12 @@ Status ChainReduce(Transport& transport, const ReduceOptions& options, HeaderExc
     sends[k] = std::move(one[0]);
     // The slot of piece k - 1 takes piece k - 1 + slots once its send is done.
     if (k >= 1 && k - 1 + slots < pieces) {
-      COHORT_RETURN_IF_ERROR(WaitFor(sends[k - 1], options.deadline, kWhat));
+      COHORT_RETURN_IF_ERROR(WaitFor(sends[k - 1], options, kWhat));
       COHORT_RETURN_IF_ERROR(post_recv(k - 1 + slots));
     }
   }
   if (next >= 0) {
-    for (auto& s : sends) COHORT_RETURN_IF_ERROR(WaitFor(s, options.deadline, kWhat));
+    for (auto& s : sends) COHORT_RETURN_IF_ERROR(WaitFor(s, options, kWhat));
   }
   return Status::Ok();
 }

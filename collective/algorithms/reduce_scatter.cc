@@ -65,7 +65,7 @@ Status ReduceScatter(Transport& transport, const ReduceScatterOptions& options) 
     std::vector<PeerRequest> posted_sends;
     if (!last) posted_sends.reserve(pieces);
     for (size_t k = 0; k < pieces; ++k) {
-      COHORT_RETURN_IF_ERROR(WaitFor(recvs[s % 2][k], options.deadline, "reduce-scatter"));
+      COHORT_RETURN_IF_ERROR(WaitFor(recvs[s % 2][k], options, "reduce-scatter"));
       ReduceInto(options.type, options.op, at(s, k), own(block) + k * piece * es, piece_len(k));
       if (last) continue;
       COHORT_RETURN_IF_ERROR(PostPieces(transport, true, right, options.seq, tag_step(s + 1, k),
@@ -73,8 +73,7 @@ Status ReduceScatter(Transport& transport, const ReduceScatterOptions& options) 
                                         &posted_sends));
       // Step s + 1 receives into the other buffer, whose piece k step s sent (from step s - 1's
       // data).
-      if (s >= 1)
-        COHORT_RETURN_IF_ERROR(WaitFor(sends[(s + 1) % 2][k], options.deadline, "reduce-scatter"));
+      if (s >= 1) COHORT_RETURN_IF_ERROR(WaitFor(sends[(s + 1) % 2][k], options, "reduce-scatter"));
       COHORT_RETURN_IF_ERROR(PostPieces(transport, false, left, options.seq, tag_step(s + 1, k),
                                         at(s + 1, k), piece_len(k), options.type, piece,
                                         &posted_recvs));
@@ -88,7 +87,7 @@ Status ReduceScatter(Transport& transport, const ReduceScatterOptions& options) 
   if (options.op == ReduceOp::kAvg) ScaleForAverage(options.type, options.recv, options.count, n);
   // Waiting again for a finished request returns its status at once.
   for (auto* v : {&first_sends, &sends[0], &sends[1]}) {
-    COHORT_RETURN_IF_ERROR(WaitAll(v, options.deadline, "reduce-scatter"));
+    COHORT_RETURN_IF_ERROR(WaitAll(v, options, "reduce-scatter"));
   }
   return headers.Finish();
 }

@@ -18,6 +18,7 @@
 #include <ctime>
 #include <new>
 
+#include "collective/algorithms/stalled_call_check.h"
 #include "collective/kernels/reduce.h"
 #include "collective/same_host.h"
 #include "common/logging.h"
@@ -255,7 +256,8 @@ void SharedMemoryGroup::Cancel() {
   }
 }
 
-Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
+Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
+                                  StalledCallCheck* check) {
   Segment* seg = segments_[peer];
   if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
   const auto cancelled = [&] {
@@ -284,6 +286,7 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline) {
     seg->waiters.fetch_sub(1, std::memory_order_seq_cst);
     if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
     if (cancelled_.load()) return cancelled();
+    if (check != nullptr) COHORT_RETURN_IF_ERROR(check->Check());
     // A peer that gave up usually did so because another is gone: name the dead one if so.
     int gave_up = -1;
     for (int j = 0; j < size_ && gave_up < 0; ++j) {
@@ -353,12 +356,14 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
   const Segment::Call& mine = segments_[rank_]->call[round % 2];
   for (int j = 0; j < size_; ++j) {
     if (j != rank_) {
-      COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline));
+      COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline, options.stall_check));
       const Segment::Call theirs = segments_[j]->call[round % 2];
       if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op) {
         auto as_agreement = [](const Segment::Call& c, int worker) {
-          return AgreementCall{c.count, static_cast<uint8_t>(c.type), static_cast<uint8_t>(c.op), 0,
-                               worker};
+          return AgreementCall{.count = c.count,
+                               .type = static_cast<uint8_t>(c.type),
+                               .op = static_cast<uint8_t>(c.op),
+                               .rank = worker};
         };
         const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
         if (differ == nullptr) return Disagreement(found);
@@ -422,7 +427,7 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   // segments at once.
   for (int d = 1; d < size_; ++d) {
     const int j = (rank_ + d) % size_;
-    COHORT_RETURN_IF_ERROR(WaitFor(j, summed, options.deadline));
+    COHORT_RETURN_IF_ERROR(WaitFor(j, summed, options.deadline, options.stall_check));
     const size_t at = offset[j] * es;
     std::memcpy(data + at, Slot(j, round) + at, (offset[j + 1] - offset[j]) * es);
   }

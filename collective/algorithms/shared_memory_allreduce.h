@@ -91,7 +91,9 @@ class SharedMemoryGroup {
   Status Disagreement(const AgreementCall differ[2]) const;
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();
-  Status WaitFor(int peer, uint32_t phase, Deadline deadline);
+  // Waits until `peer` has completed `phase`; past its spinning, looks at `check` (when given:
+  // options.stall_check) whenever it wakes.
+  Status WaitFor(int peer, uint32_t phase, Deadline deadline, StalledCallCheck* check);
   // Marks this worker failed with `code` and wakes peers waiting for it.
   void Abort(StatusCode code);
 

@@ -13,6 +13,12 @@ constexpr Tag kStallNoticeTag = MakeTag(0, kStallNoticeStep);
 // How far call `seq` is ahead of call `base` (negative: behind), across the counter's wrap.
 int32_t SeqAhead(uint32_t seq, uint32_t base) { return static_cast<int32_t>(seq - base); }
 
+// "all-reduce of 1000 f32 (sum)", "barrier", "allgather of 8 i64": a call of any collective.
+std::string DescribeAnyCall(const AgreementCall& c) {
+  if (c.collective == 0) return "all-reduce of " + DescribeAllreduceCall(c);
+  return DescribeCollectiveCall(static_cast<FlightOp>(c.collective), c.count, c.type, c.op);
+}
+
 }  // namespace
 
 StallNotices::~StallNotices() {
@@ -85,13 +91,14 @@ void StallNotices::Drain(uint32_t seq) {
 }
 
 StalledCallCheck::StalledCallCheck(StallNotices& notices, const std::vector<int>& workers,
-                                   AgreementCall mine, uint32_t seq, std::string what)
+                                   AgreementCall mine, uint32_t seq, std::string what,
+                                   SteadyClock::time_point started)
     : notices_(notices),
       workers_(workers),
       mine_(mine),
       seq_(seq),
       what_(std::move(what)),
-      overdue_at_(SteadyClock::now() + kStalledCallAfter) {
+      overdue_at_(started + kStalledCallAfter) {
   const auto it = std::find(workers_.begin(), workers_.end(), notices_.rank());
   if (it != workers_.end()) me_ = static_cast<int>(it - workers_.begin());
 }
@@ -154,6 +161,13 @@ Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b
   if (theirs == nullptr) {
     return DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
                     DescribeAllreduceCall(a) + " as this worker's");
+  }
+  if (theirs->collective != 0 || mine_.collective != 0) {
+    return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs->rank) +
+                           " called " + DescribeAnyCall(*theirs) + ", this worker " +
+                           DescribeAnyCall(mine_) +
+                           " (every worker must make the same collective calls, in the same "
+                           "order; these waited for each other)");
   }
   return AllreduceDisagreement(
       what_, WorkerName(theirs->rank), DescribeAllreduceCall(*theirs), DescribeAllreduceCall(mine_),

@@ -1,10 +1,14 @@
-// StalledCallCheck: how the workers of an all-reduce whose calls differ enough that kAuto ran
-// different algorithms for them (recursive doubling for one worker's 4 KiB, the ring for another's
-// 1 MiB; halving-doubling or the Reduction Server against either) learn of it within a fraction of
-// a second instead of at the deadline. Each algorithm compares the calls inside its own exchanges
-// (pairwise_agreement.h, the Reduction Server's verdicts), which workers running different
-// algorithms never share, and no algorithm finishes without every worker's data: so every worker
-// of such a call waits.
+// StalledCallCheck: how the workers of a collective call whose calls differ so much that they never
+// meet in one algorithm's exchanges learn of it within a fraction of a second instead of at the
+// deadline: an all-reduce whose sizes made kAuto run different algorithms (recursive doubling for
+// one worker's 4 KiB, the ring for another's 1 MiB; halving-doubling, the Reduction Server or the
+// shared-memory all-reduce against either), or workers in calls of different collectives at the
+// same point of their sequence (an all-reduce against an allgather or a barrier: a script whose
+// ranks took different paths, or whose checkpoint thread shares the group). Each algorithm
+// compares the calls inside its own exchanges (pairwise_agreement.h, the Reduction Server's
+// verdicts, the other collectives' call headers), which such workers never share, and none
+// finishes without the others: so every worker of such a call waits. The Communicator watches
+// every collective call (not point-to-point messages).
 //
 // A worker whose call has waited kStalledCallAfter sends its call, once, in a 64-byte notice to
 // its right neighbour among the call's workers, and from then on takes the notices that have come
@@ -19,7 +23,7 @@
 // seq. StallNotices, one per communicator, takes them in as they come and keeps them by call, so
 // that calls in flight together (the Reduction Server's two) each find their own; a notice that
 // comes after its call ended is dropped when a later call takes notices in, or drains them
-// (StallNotices::Drain, which the Communicator runs every kStallDrainEvery watched calls).
+// (StallNotices::Drain, which the Communicator runs at most every kStallDrainInterval).
 #pragma once
 
 #include <chrono>
@@ -43,14 +47,16 @@ constexpr std::chrono::milliseconds kStalledCallAfter{200};
 constexpr std::chrono::milliseconds kStalledCallSlice{10};
 // Notices' step: below the Reduction Server's verdicts (reduction_server.h, kVerdictStep).
 constexpr uint32_t kStallNoticeStep = (1u << kTagStepBits) - 5;
-// The Communicator drains notices that came too late for their call every this many watched calls.
-constexpr uint32_t kStallDrainEvery = 64;
+// The Communicator drains notices that came too late for their call when a call starts this long
+// after the last drain: no more than a few can have come meanwhile (a worker's left neighbour
+// sends one per call that waited kStalledCallAfter), and a drain costs a transport probe.
+constexpr std::chrono::milliseconds kStallDrainInterval{1000};
 
 struct StallNotice {
   static constexpr uint32_t kMagic = 0x4c415453;  // "STAL"
   enum Kind : uint32_t { kCall = 1, kDisagreement = 2 };
   uint32_t magic = kMagic;
-  uint32_t seq = 0;  // the call's AllreduceOptions::seq
+  uint32_t seq = 0;  // the call's sequence number (AllreduceOptions::seq, CollectiveOptions::seq)
   uint32_t kind = kCall;
   uint32_t reserved = 0;
   // kCall: calls[0] is the sender's. kDisagreement: two workers' calls that differ.
@@ -99,17 +105,19 @@ class StallNotices {
   std::vector<Sent> sends_;  // guarded by mu_
 };
 
-// One worker's watch over one all-reduce call: its waits (Wait) go in slices once the call is
+// One worker's watch over one collective call: its waits (Wait) go in slices once the call is
 // overdue, and Check takes the notices between them. Contract: made as the call starts (the
 // kStalledCallAfter clock starts then), used by the thread that waits, destroyed after the call.
 class StalledCallCheck {
  public:
   // `workers`: the call's workers as ranks of `notices`' transport, in ring order, this worker
   // among them. `mine`: this worker's call, with the rank errors name it by. `what` prefixes
-  // errors ("all-reduce").
-  // `workers` must outlive the check.
+  // errors ("all-reduce", "barrier").
+  // `workers` must outlive the check. `started`: when the call started (its kStalledCallAfter
+  // counts from then).
   StalledCallCheck(StallNotices& notices, const std::vector<int>& workers, AgreementCall mine,
-                   uint32_t seq, std::string what);
+                   uint32_t seq, std::string what,
+                   SteadyClock::time_point started = SteadyClock::now());
 
   // As request.Wait(deadline); once the call is overdue, waits in slices and fails as Check does
   // between them.

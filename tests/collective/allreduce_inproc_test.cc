@@ -4,10 +4,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/reduction_server.h"
@@ -238,6 +241,77 @@ TEST(AllreduceAgreementTest, WorkersWhoseSizesPickDifferentAlgorithmsAllFailNami
             const std::string problem =
                 testing::DisagreementProblem(s, comm.rank(), odd, common, variant);
             if (!problem.empty()) f->push_back(problem);
+          },
+          &failures, &reducer_status);
+      for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+    }
+  }
+}
+
+// Workers in calls of different collectives at the same point of their sequence (an all-reduce
+// against a barrier, an allgather or an alltoall, as a script whose ranks took different paths
+// makes them; a barrier against an allgather) never meet in one algorithm's exchanges, and none of
+// these calls finishes without every worker. The stall notices fail every worker, the odd one out
+// included, with kInvalidArgument quoting the other side's call, long before the deadline (the
+// error is not kDeadlineExceeded), and poison the communicator.
+TEST(CollectiveAgreementTest, WorkersInCallsOfDifferentCollectivesAllFailQuotingTheOther) {
+  struct Call {
+    std::string quoted;  // as the errors quote it
+    std::function<Status(Communicator&)> make;
+  };
+  auto allreduce = [](size_t count) {
+    return Call{"all-reduce of " + std::to_string(count) + " f32 (sum)", [count](Communicator& c) {
+                  std::vector<float> data(count, 1.0f);
+                  return c.Allreduce(data.data(), count, DataType::kF32, ReduceOp::kSum);
+                }};
+  };
+  const Call barrier{"barrier", [](Communicator& c) { return c.Barrier(); }};
+  const Call allgather{"allgather of 8 i64", [](Communicator& c) {
+                         std::vector<int64_t> mine(8, c.rank()), all(8 * c.size());
+                         return c.Allgather(mine.data(), all.data(), 8, DataType::kI64);
+                       }};
+  const Call alltoall{"alltoall of 2 f32", [](Communicator& c) {
+                        std::vector<float> send(2 * c.size(), 1.0f), recv(2 * c.size());
+                        return c.Alltoall(send.data(), recv.data(), 2, DataType::kF32);
+                      }};
+  struct Setup {
+    int workers;
+    int reducers;
+    Call common;
+    Call odd;
+    std::vector<int> odd_workers;
+  };
+  const std::vector<Setup> setups = {
+      {4, 0, allreduce(1000), barrier, {0, 3}},  // recursive doubling
+      {4, 0, allreduce(10000), allgather, {1}},  // halving-doubling
+      {3, 0, allreduce(100000), alltoall, {2}},  // the ring
+      {4, 2, allreduce(100000), barrier, {1}},   // the Reduction Server
+      {3, 0, barrier, allreduce(1000), {0}},     // the odd one all-reduces
+      {4, 0, allgather, barrier, {2}},           // neither all-reduces
+  };
+  for (const Setup& setup : setups) {
+    for (int odd : setup.odd_workers) {
+      const std::string name = std::to_string(setup.workers) + " workers, " +
+                               std::to_string(setup.reducers) + " reducers, " +
+                               setup.common.quoted + ", worker " + std::to_string(odd) + "'s " +
+                               setup.odd.quoted;
+      std::vector<std::string> failures;
+      std::vector<Status> reducer_status(static_cast<size_t>(setup.reducers));
+      testing::RunLoopbackJob(
+          setup.workers, setup.reducers,
+          testing::LoopbackOptions(milliseconds(setup.reducers > 0 ? 10000 : 60000), 65536),
+          [&](Communicator& comm, std::vector<std::string>* f) {
+            const bool is_odd = comm.rank() == odd;
+            const Status s = (is_odd ? setup.odd : setup.common).make(comm);
+            const std::string& theirs = (is_odd ? setup.common : setup.odd).quoted;
+            if (s.code() != StatusCode::kInvalidArgument ||
+                s.message().find("called " + theirs) == std::string::npos) {
+              f->push_back("worker " + std::to_string(comm.rank()) + " did not fail quoting " +
+                           theirs + ": " + s.ToString());
+            }
+            const Status after = comm.Barrier();
+            if (after.code() != StatusCode::kAborted)
+              f->push_back("not poisoned: " + after.ToString());
           },
           &failures, &reducer_status);
       for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;

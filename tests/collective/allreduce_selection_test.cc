@@ -87,30 +87,5 @@ TEST(AllreduceSelectionTest, APinnedAlgorithmRunsWhereItCanElseTheRing) {
   EXPECT_EQ(SelectAllreduceAlgorithm(all, Algorithm::kRing, 8), Algorithm::kRing);
 }
 
-// SizeDecides: true exactly where kAuto runs different algorithms for different sizes (across
-// hosts: recursive doubling for small buffers), so that only those calls are watched for workers
-// whose sizes differ (stalled_call_check.h).
-TEST(AllreduceSelectionTest, TheSizeDecidesOnlyAcrossHostsUnderKAuto) {
-  for (int reducers : {0, 2}) {
-    for (int workers : {2, 3, 4}) {
-      EXPECT_TRUE((AllreduceChoice{Across(workers, reducers), Algorithm::kAuto}.SizeDecides()))
-          << workers << " workers, " << reducers << " reducers";
-    }
-  }
-  AllreduceSupport one_host = Across(4, 0);
-  one_host.one_host = true;
-  EXPECT_FALSE((AllreduceChoice{one_host, Algorithm::kAuto}.SizeDecides())) << "the ring always";
-  one_host.shared_memory = true;
-  EXPECT_FALSE((AllreduceChoice{one_host, Algorithm::kAuto}.SizeDecides()));
-  AllreduceSupport hosts = Across(4, 0);
-  hosts.host_groups = true;
-  EXPECT_FALSE((AllreduceChoice{hosts, Algorithm::kAuto}.SizeDecides()))
-      << "the hierarchical all-reduce for every size (its stage across hosts is watched apart)";
-  for (Algorithm pinned : {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                           Algorithm::kHalvingDoubling, Algorithm::kReductionServer}) {
-    EXPECT_FALSE((AllreduceChoice{Across(4, 2), pinned}.SizeDecides())) << AlgorithmName(pinned);
-  }
-}
-
 }  // namespace
 }  // namespace cohort::collective

@@ -25,8 +25,10 @@ constexpr size_t kCount = 1000;
 AgreementHeader WellFormedHeader() {
   AgreementHeader h;
   h.data_bytes = kCount / 2 * sizeof(float);
-  h.sender = {kCount, static_cast<uint8_t>(DataType::kF32), static_cast<uint8_t>(ReduceOp::kSum), 0,
-              1};
+  h.sender = {.count = kCount,
+              .type = static_cast<uint8_t>(DataType::kF32),
+              .op = static_cast<uint8_t>(ReduceOp::kSum),
+              .rank = 1};
   return h;
 }
 

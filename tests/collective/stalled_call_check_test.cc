@@ -20,8 +20,10 @@ using std::chrono::milliseconds;
 constexpr Tag kNoticeTag = MakeTag(0, kStallNoticeStep);
 
 AgreementCall Call(uint64_t count, int rank) {
-  return {count, static_cast<uint8_t>(DataType::kF32), static_cast<uint8_t>(ReduceOp::kSum), 0,
-          rank};
+  return {.count = count,
+          .type = static_cast<uint8_t>(DataType::kF32),
+          .op = static_cast<uint8_t>(ReduceOp::kSum),
+          .rank = rank};
 }
 
 StallNotice CallNotice(uint32_t seq, const AgreementCall& call) {

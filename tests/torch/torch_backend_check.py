@@ -76,6 +76,10 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 (recursive doubling), rank 2 100000 (the ring): the two algorithms never meet,
                 and every rank still fails naming a rank that differs, not at the timeout
   mismatch-sizes-reducers  the same with 2 reducers: rank 2's call goes to the Reduction Server
+  mismatch-collectives  rank 1 calls barrier where ranks 0 and 2 all-reduce (one host: the
+                shared-memory all-reduce): every rank fails quoting the other side's call, not at
+                the timeout
+  mismatch-collectives-reducers  the same over TCP with 2 reducers (the Reduction Server)
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -1948,6 +1952,30 @@ def scenario_mismatch_sizes():
     return check.finish()
 
 
+def scenario_mismatch_collectives():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    odd = 1
+    count = 100000 if os.environ.get("COHORT_NUM_REDUCERS", "0") != "0" else 1000
+    theirs = f"all-reduce of {count} f32 (sum)" if rank == odd else "barrier"
+    # A script whose ranks took different paths: no algorithm's exchanges meet the other call's,
+    # and neither finishes without every rank; the stall notices find it. A deadline error would
+    # not quote the calls.
+    start = time.time()
+    call = dist.barrier if rank == odd else (lambda: dist.all_reduce(torch.ones(count)))
+    text = check.expect_raises(call, ["the workers disagree", f"called {theirs}"],
+                               "barrier against allreduce")
+    print(f"{'barrier' if rank == odd else 'allreduce'}: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
+    return check.finish()
+
+
 def scenario_no_join():
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -2996,6 +3024,8 @@ SCENARIOS = {
                                     scenario_mismatch),
     "mismatch-sizes": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_sizes),
     "mismatch-sizes-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_sizes),
+    "mismatch-collectives": (3, 0, {}, (), scenario_mismatch_collectives),
+    "mismatch-collectives-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_collectives),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
@@ -3191,6 +3221,7 @@ def main():
     if args.scenario.startswith("dead-peer"):
         expected[f"rank {workers - 1}"] = VICTIM_EXIT
     if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "mismatch-sizes-reducers",
+                                                                  "mismatch-collectives-reducers",
                                                                   "abort-reducers"):
         # A reducer exits as its last session ended, failed here (a worker dead, workers that
         # disagree, an aborted worker), whichever end it noticed first (the store gone, or no new
