@@ -198,6 +198,20 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
   }
 }
 
+// Runs `body` on each worker of a loopback job whose workers' calls disagree, under a 60 s deadline
+// (10 s with reducers: they wait that long for a worker that never sends its chunks), and reports
+// what the workers found under `name`.
+void RunDisagreeingJob(const std::string& name, int workers, int reducers,
+                       const testing::WorkerBody& body) {
+  std::vector<std::string> failures;
+  std::vector<Status> reducer_status(static_cast<size_t>(reducers));
+  testing::RunLoopbackJob(
+      workers, reducers,
+      testing::LoopbackOptions(milliseconds(reducers > 0 ? 10000 : 60000), 65536), body, &failures,
+      &reducer_status);
+  for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+}
+
 // Workers whose calls differ in size enough that kAuto runs different algorithms for them
 // (recursive doubling against halving-doubling, the ring or the Reduction Server; halving-doubling
 // against the ring or the Reduction Server) never meet in an algorithm's exchanges; the stall
@@ -229,11 +243,8 @@ TEST(AllreduceAgreementTest, WorkersWhoseSizesPickDifferentAlgorithmsAllFailNami
                                std::to_string(setup.reducers) + " reducers, " +
                                std::to_string(setup.common) + " elements, worker " +
                                std::to_string(odd) + "'s " + std::to_string(setup.odd);
-      std::vector<std::string> failures;
-      std::vector<Status> reducer_status(static_cast<size_t>(setup.reducers));
-      testing::RunLoopbackJob(
-          setup.workers, setup.reducers,
-          testing::LoopbackOptions(milliseconds(setup.reducers > 0 ? 10000 : 60000), 65536),
+      RunDisagreeingJob(
+          name, setup.workers, setup.reducers,
           [&](Communicator& comm, std::vector<std::string>* f) {
             const testing::AllreduceCall& call = comm.rank() == odd ? variant : common;
             std::vector<float> data(call.count, 1.0f);
@@ -241,9 +252,7 @@ TEST(AllreduceAgreementTest, WorkersWhoseSizesPickDifferentAlgorithmsAllFailNami
             const std::string problem =
                 testing::DisagreementProblem(s, comm.rank(), odd, common, variant);
             if (!problem.empty()) f->push_back(problem);
-          },
-          &failures, &reducer_status);
-      for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+          });
     }
   }
 }
@@ -295,26 +304,20 @@ TEST(CollectiveAgreementTest, WorkersInCallsOfDifferentCollectivesAllFailQuoting
                                std::to_string(setup.reducers) + " reducers, " +
                                setup.common.quoted + ", worker " + std::to_string(odd) + "'s " +
                                setup.odd.quoted;
-      std::vector<std::string> failures;
-      std::vector<Status> reducer_status(static_cast<size_t>(setup.reducers));
-      testing::RunLoopbackJob(
-          setup.workers, setup.reducers,
-          testing::LoopbackOptions(milliseconds(setup.reducers > 0 ? 10000 : 60000), 65536),
-          [&](Communicator& comm, std::vector<std::string>* f) {
-            const bool is_odd = comm.rank() == odd;
-            const Status s = (is_odd ? setup.odd : setup.common).make(comm);
-            const std::string& theirs = (is_odd ? setup.common : setup.odd).quoted;
-            if (s.code() != StatusCode::kInvalidArgument ||
-                s.message().find("called " + theirs) == std::string::npos) {
-              f->push_back("worker " + std::to_string(comm.rank()) + " did not fail quoting " +
-                           theirs + ": " + s.ToString());
-            }
-            const Status after = comm.Barrier();
-            if (after.code() != StatusCode::kAborted)
-              f->push_back("not poisoned: " + after.ToString());
-          },
-          &failures, &reducer_status);
-      for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
+      RunDisagreeingJob(name, setup.workers, setup.reducers,
+                        [&](Communicator& comm, std::vector<std::string>* f) {
+                          const bool is_odd = comm.rank() == odd;
+                          const Status s = (is_odd ? setup.odd : setup.common).make(comm);
+                          const std::string& theirs = (is_odd ? setup.common : setup.odd).quoted;
+                          if (s.code() != StatusCode::kInvalidArgument ||
+                              s.message().find("called " + theirs) == std::string::npos) {
+                            f->push_back("worker " + std::to_string(comm.rank()) +
+                                         " did not fail quoting " + theirs + ": " + s.ToString());
+                          }
+                          const Status after = comm.Barrier();
+                          if (after.code() != StatusCode::kAborted)
+                            f->push_back("not poisoned: " + after.ToString());
+                        });
     }
   }
 }
