@@ -17,6 +17,7 @@
 #include <cstring>
 #include <ctime>
 #include <new>
+#include <thread>
 
 #include "collective/algorithms/stalled_call_check.h"
 #include "collective/kernels/reduce.h"
@@ -44,6 +45,9 @@ std::chrono::microseconds SpinTime() {
 constexpr int kPollsBeforeYield = 256;
 // How often a waiter checks that its peers are alive and have not given up.
 constexpr auto kCheckInterval = std::chrono::milliseconds(100);
+// How long a worker whose peer gave up on a call with kInvalidArgument looks for the stall notice
+// that says which calls differ (stalled_call_check.h) before it reports that the peer gave up.
+constexpr auto kStalledCallFindingGrace = std::chrono::milliseconds(100);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "futex words must be plain 32-bit atomics");
@@ -304,6 +308,16 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
     if (gave_up >= 0) {
       const auto code =
           static_cast<StatusCode>(segments_[gave_up]->aborted.load(std::memory_order_acquire));
+      // A peer whose stall check found calls that differ told every worker of the call so, in a
+      // notice that quotes the calls and may still be on its way: take it rather than report that
+      // the peer gave up.
+      if (check != nullptr && code == StatusCode::kInvalidArgument) {
+        const auto until = SteadyClock::now() + kStalledCallFindingGrace;
+        while (SteadyClock::now() < until) {
+          COHORT_RETURN_IF_ERROR(check->Check());
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
       // A peer that cancelled its calls has left them, as a transport reports a peer that went:
       // kCancelled is only ever this worker's own.
       return Status(code == StatusCode::kCancelled ? StatusCode::kUnavailable : code,
