@@ -77,14 +77,7 @@ void StoreServer::Loop() {
       zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
       PollFrames(&item, 1, std::chrono::milliseconds(50));
       if (!(item.revents & ZMQ_POLLIN)) continue;
-      std::vector<zmq::message_t> parts;
-      while (true) {
-        zmq::message_t part;
-        if (!RecvFrame(sock, part, zmq::recv_flags::dontwait)) break;
-        const bool more = part.more();
-        parts.push_back(std::move(part));
-        if (!more) break;
-      }
+      std::vector<zmq::message_t> parts = RecvMultipart(sock, zmq::recv_flags::dontwait);
       // [identity, id, verb, key, value?]
       if (parts.size() < 4) continue;
       const std::string verb = ToString(parts[2]);
@@ -162,14 +155,7 @@ StatusOr<std::pair<bool, std::string>> StoreBootstrap::Call(const std::string& v
         zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
         PollFrames(&item, 1, std::max(left, std::chrono::milliseconds(1)));
         if (!(item.revents & ZMQ_POLLIN)) continue;
-        std::vector<zmq::message_t> parts;
-        while (true) {
-          zmq::message_t part;
-          if (!RecvFrame(*socket_, part, zmq::recv_flags::dontwait)) break;
-          const bool more = part.more();
-          parts.push_back(std::move(part));
-          if (!more) break;
-        }
+        std::vector<zmq::message_t> parts = RecvMultipart(*socket_, zmq::recv_flags::dontwait);
         if (parts.size() < 2 || parts[0].size() != sizeof(uint64_t)) continue;
         uint64_t got;
         std::memcpy(&got, parts[0].data(), sizeof(got));

@@ -214,12 +214,7 @@ void ZapAuthenticator::Serve() {
     try {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       if (PollFrames(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
-      std::vector<zmq::message_t> frames;
-      do {
-        zmq::message_t frame;
-        if (!RecvFrame(socket_, frame, zmq::recv_flags::none)) break;
-        frames.push_back(std::move(frame));
-      } while (frames.back().more());
+      std::vector<zmq::message_t> frames = RecvMultipart(socket_, zmq::recv_flags::none);
       // Request: version, request id, domain, address, identity, mechanism, credentials...
       std::string request_id = frames.size() > 1 ? frames[1].to_string() : "";
       std::string code = "400";

@@ -72,20 +72,11 @@ PeerIdentity IdentityOf(zmq::message_t& frame) {
 
 // Receives every frame of one multipart message.
 StatusOr<std::vector<zmq::message_t>> ReceiveMultipart(zmq::socket_t& socket) {
-  std::vector<zmq::message_t> frames;
   try {
-    while (true) {
-      zmq::message_t frame;
-      auto got = RecvFrame(socket, frame, zmq::recv_flags::dontwait);
-      if (!got) break;
-      bool more = frame.more();
-      frames.push_back(std::move(frame));
-      if (!more) break;
-    }
+    return RecvMultipart(socket, zmq::recv_flags::dontwait);
   } catch (const zmq::error_t& e) {
     return ZmqError("recv", e);
   }
-  return frames;
 }
 
 }  // namespace

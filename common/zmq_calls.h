@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstddef>
 #include <utility>
+#include <vector>
 #include <zmq.hpp>
 
 namespace cohort {
@@ -38,6 +39,20 @@ inline zmq::recv_result_t RecvFrame(zmq::socket_t& socket, zmq::message_t& frame
       if (e.num() != EINTR) throw;
     }
   }
+}
+
+// Every frame of one multipart message, each received as RecvFrame does (empty: no message was
+// waiting, with zmq::recv_flags::dontwait).
+inline std::vector<zmq::message_t> RecvMultipart(zmq::socket_t& socket, zmq::recv_flags flags) {
+  std::vector<zmq::message_t> frames;
+  while (true) {
+    zmq::message_t frame;
+    if (!RecvFrame(socket, frame, flags)) break;
+    const bool more = frame.more();
+    frames.push_back(std::move(frame));
+    if (!more) break;
+  }
+  return frames;
 }
 
 // socket.send(frame, flags) (a zmq::message_t or a zmq::const_buffer), made again after EINTR.

@@ -2455,8 +2455,8 @@ def scenario_abort_hooks():
 def scenario_shrink():
     """torch 2.14's shrink_group on the cohort backend, as in-process recovery uses it: rank 2 of 3
     aborts its group and leaves (a failed rank, as its peers see it); ranks 0 and 1 see an
-    all-reduce fail naming worker 2 well before the timeout, agree on it through the store, shrink the default group without it (SHRINK_ABORT), and go on
-    in a group of two: the new default group's all-reduce, broadcast and a DDP step agree with
+    all-reduce fail naming worker 2 well before the timeout, agree on it through the store, shrink
+    the default group without it (SHRINK_ABORT), and go on in a group of two: the new default group's all-reduce, broadcast and a DDP step agree with
     the same ranks' results on gloo, and its backend is a cohort one. A second shrink of the group
     of two, without rank 1, leaves rank 0 a group of one."""
     import torch
