@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,15 @@ inline CommunicatorOptions LoopbackOptions(std::chrono::milliseconds timeout, si
   return options;
 }
 
+// How a loopback job's fabric behaves: sends of at most `eager_limit` bytes complete at once
+// (LoopbackFabric::SetEagerLimit); `placement` (one per rank, workers first), the hosts the ranks
+// report, shared memory among them allowed or not (default: all on one host, talking as across
+// hosts).
+struct FabricOptions {
+  size_t eager_limit = 0;
+  std::optional<Placement> placement;
+};
+
 // Each worker builds its Communicator from `options` (made loopback here) and runs
 // body(comm, &its failures). Every failure lands in `failures` as "rank R: ...": a worker's
 // Create error, what its body recorded, and a reducer's error ("reducer I: ...") unless
@@ -38,8 +48,12 @@ inline CommunicatorOptions LoopbackOptions(std::chrono::milliseconds timeout, si
 // (workers that failed send no stop) end with kCancelled.
 inline void RunLoopbackJob(int workers, int reducers, CommunicatorOptions options,
                            const WorkerBody& body, std::vector<std::string>* failures,
-                           std::vector<Status>* reducer_status = nullptr) {
-  LoopbackFabric fabric(workers + reducers);
+                           std::vector<Status>* reducer_status = nullptr,
+                           const FabricOptions& fabric_options = {}) {
+  LoopbackFabric fabric(fabric_options.placement
+                            ? *fabric_options.placement
+                            : Placement::OneHost(workers + reducers, /*shared_memory=*/false));
+  fabric.SetEagerLimit(fabric_options.eager_limit);
   InMemoryBootstrap bootstrap;
   std::mutex mu;
   options.transport = CommunicatorOptions::TransportKind::kLoopback;

@@ -1,10 +1,12 @@
 #include "collective/transport/loopback/loopback_transport.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace cohort::collective {
 
@@ -20,6 +22,9 @@ struct LoopbackFabric::Op {
   bool matched = false;  // a copy is in progress by another thread
   bool done = false;
   Status status;
+  // An eager send: done when posted, src points at its copy of the payload.
+  bool eager = false;
+  std::vector<std::byte> eager_copy;
 };
 
 class LoopbackRequest final : public RequestState {
@@ -178,6 +183,13 @@ StatusOr<Request> LoopbackFabric::Post(int self, int peer, Tag tag, bool is_send
       op->matched = true;
     } else {
       op->queued = true;
+      if (is_send && eager_limit_ > 0 && size <= eager_limit_) {
+        const auto* bytes = static_cast<const std::byte*>(src);
+        op->eager_copy.assign(bytes, bytes + size);
+        op->src = op->eager_copy.data();
+        op->eager = true;
+        op->done = true;
+      }
       (is_send ? sends_ : recvs_)[key].push_back(op);
       if (is_send && probers_ > 0) cv_.notify_all();
     }
@@ -270,7 +282,8 @@ void LoopbackFabric::CancelOp(const std::shared_ptr<Op>& op) {
   std::unique_lock<std::mutex> lock(mu_);
   // A copy in progress touches the caller's buffer: let it finish first.
   cv_.wait(lock, [&] { return !op->matched; });
-  if (op->queued) Withdraw(op);
+  // An eager send left when it was posted: its receiver still gets it.
+  if (op->queued && !op->eager) Withdraw(op);
   op->done = true;
 }
 

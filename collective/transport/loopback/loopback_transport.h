@@ -3,6 +3,12 @@
 // transport: a message is copied once, straight from the send buffer into the receive buffer, by
 // whichever thread posts the second half of the match.
 //
+// SetEagerLimit(bytes) makes it behave as a real transport's eager protocol does for small
+// messages: a send of at most that many bytes is copied as it is posted and completes at once,
+// whether or not a receive has matched it (the copy waits for one). A worker whose part of a
+// collective is only such sends then ends its call before its peers enter theirs, as it does
+// over UCX and TCP.
+//
 // Kill(rank) simulates a dead process: every pending and later operation that involves that rank
 // fails with kUnavailable on the survivors.
 //
@@ -39,6 +45,9 @@ class LoopbackFabric {
 
   int size() const { return size_; }
   const Placement& placement() const { return placement_; }
+  // Sends of at most `bytes` complete as they are posted (default 0: every send waits for its
+  // receive). Set before the transports are used.
+  void SetEagerLimit(size_t bytes) { eager_limit_ = bytes; }
   // The transport of `rank`; call once per rank.
   std::unique_ptr<Transport> CreateTransport(int rank);
   // Marks `rank` dead: its pending operations and those of its peers with it fail.
@@ -74,6 +83,7 @@ class LoopbackFabric {
 
   const int size_;
   const Placement placement_;
+  size_t eager_limit_ = 0;
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<Key, std::deque<std::shared_ptr<Op>>> sends_;  // guarded by mu_
