@@ -193,8 +193,7 @@ Status Communicator::SetUpHierarchy(Bootstrap& bootstrap, const Placement& place
   COHORT_ASSIGN_OR_RETURN(
       auto group,
       SharedMemoryGroup::Create(bootstrap, prefix + "/host" + std::to_string(my_host), local_rank,
-                                static_cast<int>(per_host), slot_bytes, deadline,
-                                [local](int l) { return "worker " + std::to_string(local[l]); }));
+                                static_cast<int>(per_host), slot_bytes, deadline, local));
   // Every worker must agree: one host without shared memory means no hierarchy anywhere.
   COHORT_RETURN_IF_ERROR(
       bootstrap.Put(prefix + "/hierarchy/" + std::to_string(rank_), group ? "1" : "0"));

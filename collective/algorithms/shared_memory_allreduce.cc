@@ -111,13 +111,14 @@ struct SharedMemoryGroup::Segment {
     uint64_t count;
     uint32_t type;
     uint32_t op;
+    uint32_t seq;  // AllreduceOptions::seq: workers at different points of their calls differ
   };
   alignas(64) Call call[2];
 };
 
 StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
     Bootstrap& bootstrap, const std::string& key_prefix, int rank, int size, size_t slot_bytes,
-    Deadline deadline, std::function<std::string(int)> rank_name) {
+    Deadline deadline, std::vector<int> job_ranks) {
   static_assert(sizeof(Segment) <= kHeaderBytes);
   if (size < 1 || rank < 0 || rank >= size || slot_bytes < sizeof(uint64_t)) {
     return InvalidArgument("shared memory: worker " + std::to_string(rank) + " of " +
@@ -129,8 +130,7 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
   group->size_ = size;
   group->slot_bytes_ = slot_bytes / sizeof(uint64_t) * sizeof(uint64_t);
   group->segment_bytes_ = kHeaderBytes + 2 * RoundUp(group->slot_bytes_, kPageBytes);
-  group->rank_name_ =
-      rank_name ? std::move(rank_name) : [](int r) { return "worker " + std::to_string(r); };
+  group->job_ranks_ = std::move(job_ranks);
   group->segments_.assign(size, nullptr);
   group->pids_.assign(size, 0);
   const size_t bytes = group->segment_bytes_;
@@ -178,14 +178,14 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
   for (int peer = 0; peer < size && problem.empty(); ++peer) {
     if (peer == rank) continue;
     auto value = bootstrap.Get(key + std::to_string(peer), deadline);
-    if (!value.ok()) return value.status().WithContext("shared memory: " + group->rank_name_(peer));
+    if (!value.ok()) return value.status().WithContext("shared memory: " + group->RankName(peer));
     if (!value->empty() && (*value)[0] == '!') {
-      problem = group->rank_name_(peer) + ": " + value->substr(1);
+      problem = group->RankName(peer) + ": " + value->substr(1);
       break;
     }
     const int pfd = shm_open(value->c_str(), O_RDWR, 0);
     if (pfd < 0) {
-      problem = ErrnoText("opening " + group->rank_name_(peer) + "'s segment " + *value, errno);
+      problem = ErrnoText("opening " + group->RankName(peer) + "'s segment " + *value, errno);
       break;
     }
     struct stat st {};
@@ -195,14 +195,14 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
     }
     close(pfd);
     if (p == MAP_FAILED) {
-      problem = group->rank_name_(peer) + "'s segment " + *value + " is not a " +
+      problem = group->RankName(peer) + "'s segment " + *value + " is not a " +
                 std::to_string(bytes) + "-byte segment that can be mapped";
       break;
     }
     auto* seg = static_cast<Segment*>(p);
     group->segments_[peer] = seg;
     if (seg->magic != kMagic || seg->segment_bytes != bytes) {
-      problem = group->rank_name_(peer) + "'s segment " + *value + " has no valid header";
+      problem = group->RankName(peer) + "'s segment " + *value + " has no valid header";
       break;
     }
     group->pids_[peer] = seg->pid;
@@ -215,7 +215,7 @@ StatusOr<std::unique_ptr<SharedMemoryGroup>> SharedMemoryGroup::Create(
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     auto value = bootstrap.Get(ok_key + std::to_string(peer), deadline);
-    if (!value.ok()) return value.status().WithContext("shared memory: " + group->rank_name_(peer));
+    if (!value.ok()) return value.status().WithContext("shared memory: " + group->RankName(peer));
     if (*value != "1" && problem.empty()) problem = *value;
   }
   if (!problem.empty()) {
@@ -265,7 +265,7 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
   Segment* seg = segments_[peer];
   if (Reached(seg->phase.load(std::memory_order_acquire), phase)) return Status::Ok();
   const auto cancelled = [&] {
-    return Cancelled("shared-memory all-reduce: cancelled while waiting for " + rank_name_(peer));
+    return Cancelled("shared-memory all-reduce: cancelled while waiting for " + RankName(peer));
   };
   const auto spin_until = SteadyClock::now() + SpinTime();
   for (int i = 1;; ++i) {
@@ -300,7 +300,7 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
       last_check = SteadyClock::now();
       for (int j = 0; j < size_; ++j) {
         if (j != rank_ && !ProcessAlive(pids_[j])) {
-          return Unavailable("shared-memory all-reduce: " + rank_name_(j) + " is gone (process " +
+          return Unavailable("shared-memory all-reduce: " + RankName(j) + " is gone (process " +
                              std::to_string(pids_[j]) + " exited)");
         }
       }
@@ -321,11 +321,11 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
       // A peer that cancelled its calls has left them, as a transport reports a peer that went:
       // kCancelled is only ever this worker's own.
       return Status(code == StatusCode::kCancelled ? StatusCode::kUnavailable : code,
-                    "shared-memory all-reduce: " + rank_name_(gave_up) +
+                    "shared-memory all-reduce: " + RankName(gave_up) +
                         " gave up on this all-reduce (" + std::string(StatusCodeName(code)) + ")");
     }
     if (SteadyClock::now() >= deadline) {
-      return DeadlineExceeded("shared-memory all-reduce: " + rank_name_(peer) +
+      return DeadlineExceeded("shared-memory all-reduce: " + RankName(peer) +
                               " did not reach step " + std::to_string(phase) +
                               " before the deadline");
     }
@@ -356,8 +356,26 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 }
 
 Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
-  return AllreduceDisagreement("shared-memory all-reduce", rank_name_(differ[0].rank),
+  return AllreduceDisagreement("shared-memory all-reduce", RankName(differ[0].rank),
                                DescribeAllreduceCall(differ[0]), DescribeAllreduceCall(differ[1]));
+}
+
+Status SharedMemoryGroup::OutOfStep(const AgreementCall& peer_call, uint32_t theirs, uint32_t mine,
+                                    const AllreduceOptions& options) {
+  if (StalledCallCheck* check = options.stall_check; check != nullptr) {
+    COHORT_RETURN_IF_ERROR(check->Met(theirs, peer_call));
+    // The peer is further along: its own check finds which calls differ and tells this worker.
+    const auto until = SteadyClock::now() + kStalledCallFindingGrace;
+    while (SteadyClock::now() < until) {
+      COHORT_RETURN_IF_ERROR(check->Look());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return InvalidArgument("shared-memory all-reduce: worker " + std::to_string(peer_call.rank) +
+                         " is in its call #" + std::to_string(theirs) +
+                         ", this worker in its call #" + std::to_string(mine) +
+                         " (every worker must make the same collective calls, in the same order: "
+                         "an earlier call ended for one of them without the other)");
 }
 
 // Elements first..first+len of slot `round`, summed over the workers in rank order into the
@@ -368,17 +386,19 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
                                          AgreementCall* differ) {
   const size_t at = first * DataTypeSize(options.type);
   const Segment::Call& mine = segments_[rank_]->call[round % 2];
+  auto as_agreement = [](const Segment::Call& c, int worker) {
+    return AgreementCall{.count = c.count,
+                         .type = static_cast<uint8_t>(c.type),
+                         .op = static_cast<uint8_t>(c.op),
+                         .rank = worker};
+  };
   for (int j = 0; j < size_; ++j) {
     if (j != rank_) {
       COHORT_RETURN_IF_ERROR(WaitFor(j, copied, options.deadline, options.stall_check));
       const Segment::Call theirs = segments_[j]->call[round % 2];
+      if (theirs.seq != mine.seq)
+        return OutOfStep(as_agreement(theirs, JobRank(j)), theirs.seq, mine.seq, options);
       if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op) {
-        auto as_agreement = [](const Segment::Call& c, int worker) {
-          return AgreementCall{.count = c.count,
-                               .type = static_cast<uint8_t>(c.type),
-                               .op = static_cast<uint8_t>(c.op),
-                               .rank = worker};
-        };
         const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
         if (differ == nullptr) return Disagreement(found);
         // Reading on is safe (the slice lies within every slot) and its sum goes unused.
@@ -409,7 +429,7 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const size_t es = DataTypeSize(options.type);
   char* mine = Slot(rank_, round);
   segments_[rank_]->call[round % 2] = {options.count, static_cast<uint32_t>(options.type),
-                                       static_cast<uint32_t>(options.op)};
+                                       static_cast<uint32_t>(options.op), options.seq};
   std::memcpy(mine, data, count * es);
   const uint32_t copied = Post();
 

@@ -40,10 +40,13 @@ class SharedMemoryGroup {
   // key_prefix (fresh for each communicator generation) and slot_bytes. Returns nullptr on every
   // worker, with the reason logged, when some worker cannot create or map a segment (then the
   // caller uses another algorithm); an error when the bootstrap fails or a worker does not answer
-  // by `deadline`.
-  static StatusOr<std::unique_ptr<SharedMemoryGroup>> Create(
-      Bootstrap& bootstrap, const std::string& key_prefix, int rank, int size, size_t slot_bytes,
-      Deadline deadline, std::function<std::string(int)> rank_name = {});
+  // by `deadline`. `job_ranks`: the job rank of each rank of the group, by which errors name the
+  // workers (empty: the same).
+  static StatusOr<std::unique_ptr<SharedMemoryGroup>> Create(Bootstrap& bootstrap,
+                                                             const std::string& key_prefix,
+                                                             int rank, int size, size_t slot_bytes,
+                                                             Deadline deadline,
+                                                             std::vector<int> job_ranks = {});
   ~SharedMemoryGroup();
   SharedMemoryGroup(const SharedMemoryGroup&) = delete;
   SharedMemoryGroup& operator=(const SharedMemoryGroup&) = delete;
@@ -89,6 +92,12 @@ class SharedMemoryGroup {
   // kInvalidArgument: a peer's call (differ[0], its rank in the group) differs from this worker's
   // (differ[1]).
   Status Disagreement(const AgreementCall differ[2]) const;
+  // kInvalidArgument: a peer is in `peer_call` (its job rank), its call `theirs`
+  // (AllreduceOptions::seq), this worker in its call `mine`. Through options.stall_check when
+  // there is one: the calls of that seq compared (Met), or the finding of a peer further along
+  // taken (waiting up to kStalledCallFindingGrace).
+  Status OutOfStep(const AgreementCall& peer_call, uint32_t theirs, uint32_t mine,
+                   const AllreduceOptions& options);
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.
   uint32_t Post();
   // Waits until `peer` has completed `phase`; past its spinning, looks at `check` (when given:
@@ -101,7 +110,11 @@ class SharedMemoryGroup {
   int size_ = 1;
   size_t slot_bytes_ = 0;
   size_t segment_bytes_ = 0;
-  std::function<std::string(int)> rank_name_;
+  // The job rank of each rank of the group; empty: the same.
+  std::vector<int> job_ranks_;
+  int JobRank(int r) const { return job_ranks_.empty() ? r : job_ranks_[r]; }
+  // "worker 3": how errors name rank `r` of the group, by its job rank.
+  std::string RankName(int r) const { return "worker " + std::to_string(JobRank(r)); }
   std::vector<Segment*> segments_;  // mapped, one per worker (this worker's own at rank_)
   std::vector<int> pids_;
   uint64_t round_ = 0;  // slots started, over every call

@@ -13,6 +13,13 @@ constexpr Tag kStallNoticeTag = MakeTag(0, kStallNoticeStep);
 // How far call `seq` is ahead of call `base` (negative: behind), across the counter's wrap.
 int32_t SeqAhead(uint32_t seq, uint32_t base) { return static_cast<int32_t>(seq - base); }
 
+// Whether a notice of call `seq` is kept while the calls taking notices are at `current`.
+bool Kept(uint32_t seq, uint32_t current) {
+  const int32_t ahead = SeqAhead(seq, current);
+  return ahead >= -static_cast<int32_t>(StallNotices::kKeepBehind) &&
+         ahead <= static_cast<int32_t>(StallNotices::kKeepAhead);
+}
+
 // "all-reduce of 1000 f32 (sum)", "barrier", "allgather of 8 i64": a call of any collective.
 std::string DescribeAnyCall(const AgreementCall& c) {
   if (c.collective == 0) return "all-reduce of " + DescribeAllreduceCall(c);
@@ -62,26 +69,47 @@ Status StallNotices::TakeInLocked(uint32_t seq) {
         (got.kind != StallNotice::kCall && got.kind != StallNotice::kDisagreement)) {
       return DataLoss(from + " is malformed");
     }
-    const int32_t ahead = SeqAhead(got.seq, seq);
-    if (ahead >= -1 && ahead <= static_cast<int32_t>(kKeepAhead)) kept_[got.seq].push_back(got);
+    if (Kept(got.seq, seq)) kept_[got.seq].push_back(got);
   }
-  for (auto it = kept_.begin(); it != kept_.end();) {
-    const int32_t ahead = SeqAhead(it->first, seq);
-    it = ahead < -1 || ahead > static_cast<int32_t>(kKeepAhead) ? kept_.erase(it) : std::next(it);
-  }
+  for (auto it = kept_.begin(); it != kept_.end();)
+    it = Kept(it->first, seq) ? std::next(it) : kept_.erase(it);
   return Status::Ok();
+}
+
+void StallNotices::Remember(uint32_t seq, const AgreementCall& call) {
+  std::lock_guard<std::mutex> lock(mu_);
+  made_[seq % kKeepBehind] = Made{.seq = seq, .made = true, .call = call};
+}
+
+std::optional<AgreementCall> StallNotices::Recall(uint32_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return RecallLocked(seq);
+}
+
+std::optional<AgreementCall> StallNotices::RecallLocked(uint32_t seq) const {
+  const Made& m = made_[seq % kKeepBehind];
+  if (!m.made || m.seq != seq) return std::nullopt;
+  return m.call;
 }
 
 StatusOr<std::vector<StallNotice>> StallNotices::Take(uint32_t seq) {
   std::lock_guard<std::mutex> lock(mu_);
   COHORT_RETURN_IF_ERROR(TakeInLocked(seq));
-  std::vector<StallNotice> mine;
+  std::vector<StallNotice> found;
+  for (const auto& [call, notices] : kept_) {
+    if (SeqAhead(call, seq) >= 0) continue;  // (the map's order is not the calls' across a wrap)
+    const std::optional<AgreementCall> made = RecallLocked(call);
+    for (const StallNotice& n : notices) {
+      if (n.kind == StallNotice::kDisagreement || (made && !SameCall(n.calls[0], *made)))
+        found.push_back(n);
+    }
+  }
   const auto it = kept_.find(seq);
   if (it != kept_.end()) {
-    mine = std::move(it->second);
+    found.insert(found.end(), it->second.begin(), it->second.end());
     kept_.erase(it);
   }
-  return mine;
+  return found;
 }
 
 void StallNotices::Drain(uint32_t seq) {
@@ -99,6 +127,7 @@ StalledCallCheck::StalledCallCheck(StallNotices& notices, const std::vector<int>
       seq_(seq),
       what_(std::move(what)),
       overdue_at_(started + kStalledCallAfter) {
+  notices_.Remember(seq_, mine_);
   const auto it = std::find(workers_.begin(), workers_.end(), notices_.rank());
   if (it != workers_.end()) me_ = static_cast<int>(it - workers_.begin());
 }
@@ -127,29 +156,48 @@ Status StalledCallCheck::Check() {
     notices_.Send(workers_[(me_ + 1) % n], notice);
     announced_ = true;
   }
+  return Look();
+}
+
+Status StalledCallCheck::Look() {
+  if (!verdict_.ok()) return verdict_;
   StatusOr<std::vector<StallNotice>> got = notices_.Take(seq_);
   if (!got.ok()) {
     verdict_ = got.status().WithContext(what_);
     return verdict_;
   }
-  for (const StallNotice& notice : *got) {
-    if (notice.kind == StallNotice::kDisagreement) {
-      verdict_ = Disagree(notice.calls[0], notice.calls[1], /*tell_others=*/false);
-      return verdict_;
-    }
-    if (!SameCall(notice.calls[0], mine_)) {
-      verdict_ = Disagree(notice.calls[0], mine_, /*tell_others=*/true);
-      return verdict_;
-    }
-  }
+  for (const StallNotice& notice : *got) COHORT_RETURN_IF_ERROR(Consider(notice));
   return Status::Ok();
 }
 
-Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b,
+Status StalledCallCheck::Met(uint32_t seq, const AgreementCall& theirs) {
+  if (!verdict_.ok()) return verdict_;
+  if (SeqAhead(seq, seq_) > 0) return Status::Ok();
+  StallNotice notice;
+  notice.seq = seq;
+  notice.kind = StallNotice::kCall;
+  notice.calls[0] = theirs;
+  return Consider(notice);
+}
+
+Status StalledCallCheck::Consider(const StallNotice& notice) {
+  if (notice.kind == StallNotice::kDisagreement) {
+    verdict_ = Disagree(notice.seq, notice.calls[0], notice.calls[1], /*tell_others=*/false);
+    return verdict_;
+  }
+  // A notice of an earlier call comes here only when it differs from this worker's call then.
+  const std::optional<AgreementCall> made =
+      notice.seq == seq_ ? mine_ : notices_.Recall(notice.seq);
+  if (made && !SameCall(notice.calls[0], *made))
+    verdict_ = Disagree(notice.seq, notice.calls[0], *made, /*tell_others=*/true);
+  return verdict_;
+}
+
+Status StalledCallCheck::Disagree(uint32_t seq, const AgreementCall& a, const AgreementCall& b,
                                   bool tell_others) {
   if (tell_others) {
     StallNotice notice;
-    notice.seq = seq_;
+    notice.seq = seq;
     notice.kind = StallNotice::kDisagreement;
     notice.calls[0] = a;
     notice.calls[1] = b;
@@ -157,6 +205,7 @@ Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b
       if (i != me_) notices_.Send(workers_[i], notice);
     }
   }
+  if (seq != seq_) return DisagreeEarlier(seq, a, b);
   const AgreementCall* theirs = !SameCall(a, mine_) ? &a : !SameCall(b, mine_) ? &b : nullptr;
   if (theirs == nullptr) {
     return DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
@@ -172,6 +221,25 @@ Status StalledCallCheck::Disagree(const AgreementCall& a, const AgreementCall& b
   return AllreduceDisagreement(
       what_, WorkerName(theirs->rank), DescribeAllreduceCall(*theirs), DescribeAllreduceCall(mine_),
       "these waited for each other, as calls of different sizes can run different algorithms");
+}
+
+Status StalledCallCheck::DisagreeEarlier(uint32_t seq, const AgreementCall& a,
+                                         const AgreementCall& b) {
+  const int32_t back = -SeqAhead(seq, seq_);
+  const std::string when = std::to_string(back) + (back == 1 ? " call" : " calls") +
+                           " before this one (every worker must make the same collective calls, in "
+                           "the same order; ";
+  const std::optional<AgreementCall> made = notices_.Recall(seq);
+  if (!made) {
+    return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(a.rank) + " called " +
+                           DescribeAnyCall(a) + " and " + WorkerName(b.rank) + " " +
+                           DescribeAnyCall(b) + ", " + when + "these waited for each other)");
+  }
+  const AgreementCall& theirs = SameCall(a, *made) ? b : a;
+  return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs.rank) + " called " +
+                         DescribeAnyCall(theirs) + " where this worker called " +
+                         DescribeAnyCall(*made) + ", " + when +
+                         "this worker's part of that call ended without waiting for theirs)");
 }
 
 }  // namespace cohort::collective

@@ -19,6 +19,16 @@
 // about kStalledCallAfter and a slice of the first. A call that is only slow (large, or waiting
 // for a late worker) costs each worker one notice; a call that ends sooner, nothing.
 //
+// A worker whose part of a call is only sends that leave eagerly (a broadcast's root, a gather's
+// non-roots, on UCX or TCP) ends that call before the others enter theirs and goes on to its
+// next: when their calls differ there, the workers wait at different points of their sequence.
+// So each worker remembers its last kKeepBehind calls, and a notice of an earlier call than the
+// one it waits in is compared with the call this worker made then: if they differ, it fails as
+// above, and tells the others of that earlier call's finding, which fails the workers still in
+// it and those past it alike (a call after a failed one cannot finish). Going around the ring of
+// workers from one stuck in an earlier call, some worker's right neighbour is further along: it
+// gets the notice.
+//
 // Notices travel on one tag for all calls (MakeTag(0, kStallNoticeStep)) and carry their call's
 // seq. StallNotices, one per communicator, takes them in as they come and keeps them by call, so
 // that calls in flight together (the Reduction Server's two) each find their own; a notice that
@@ -26,11 +36,13 @@
 // (StallNotices::Drain, which the Communicator runs at most every kStallDrainInterval).
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,25 +91,41 @@ class StallNotices {
   // Sends `notice` to transport rank `peer`. A transport that refuses (poisoned) is ignored: the
   // call fails on its own then.
   void Send(int peer, const StallNotice& notice);
-  // Takes in every notice that has come and returns (and forgets) those of call `seq`. Keeps
-  // those of calls from seq - 1 (still in flight beside it) to seq + kKeepAhead (a neighbour
-  // ahead); drops the rest. A notice that is not one (bad magic or kind) is kDataLoss naming its
-  // sender.
+  // Remembers that this worker made `call` as call `seq` (the last kKeepBehind calls are kept).
+  void Remember(uint32_t seq, const AgreementCall& call);
+  // The call this worker made as call `seq`, if it is among those remembered.
+  std::optional<AgreementCall> Recall(uint32_t seq);
+  // Takes in every notice that has come and returns (and forgets) those of call `seq`, and
+  // returns (and keeps, for that call's own check) those of earlier calls that find a
+  // disagreement: a kDisagreement, or a kCall that differs from the call remembered for its seq.
+  // Keeps the notices of calls from seq - kKeepBehind (a call still in flight beside this one,
+  // or a neighbour behind) to seq + kKeepAhead (a neighbour ahead); drops the rest. A notice
+  // that is not one (bad magic or kind) is kDataLoss naming its sender.
   StatusOr<std::vector<StallNotice>> Take(uint32_t seq);
-  // Takes in every notice that has come and drops those of calls before `seq` - 1.
+  // Takes in every notice that has come and drops those of calls before seq - kKeepBehind.
   void Drain(uint32_t seq);
 
   int rank() const { return transport_.rank(); }
 
   static constexpr uint32_t kKeepAhead = 8;
+  static constexpr uint32_t kKeepBehind = 16;
 
  private:
-  // Takes in what has come, keeping notices of calls seq - 1 .. seq + kKeepAhead. Holds mu_.
+  // Takes in what has come, keeping notices of calls seq - kKeepBehind .. seq + kKeepAhead.
+  // Holds mu_.
   Status TakeInLocked(uint32_t seq);
+  // Recall, holding mu_.
+  std::optional<AgreementCall> RecallLocked(uint32_t seq) const;
 
   Transport& transport_;
   std::mutex mu_;
   std::map<uint32_t, std::vector<StallNotice>> kept_;  // by seq; guarded by mu_
+  struct Made {
+    uint32_t seq = 0;
+    bool made = false;
+    AgreementCall call;
+  };
+  std::array<Made, kKeepBehind> made_{};  // at seq % kKeepBehind; guarded by mu_
   struct Sent {
     std::unique_ptr<StallNotice> notice;
     Request request;
@@ -123,16 +151,29 @@ class StalledCallCheck {
   // between them.
   Status Wait(Request& request, Deadline deadline);
   // Before the call is overdue, OK. Then: sends this worker's notice (the first time), takes the
-  // notices that came, and fails with kInvalidArgument once they show two calls that differ
-  // (from then on, every time).
+  // notices that came, and fails with kInvalidArgument once they show two calls that differ, of
+  // this call or of an earlier one (from then on, every time).
   Status Check();
+  // As Check, before the call is overdue too, and without sending this worker's notice: for a
+  // worker that learned otherwise that a finding is on its way.
+  Status Look();
+  // A peer's call `theirs`, its call `seq`, met this worker's call in an exchange that does not
+  // keep calls apart by seq (the shared-memory all-reduce): as a notice of it would, fails when it
+  // differs from this worker's call `seq` (this one, or an earlier one remembered). A peer further
+  // along (seq after this call's) is not judged here: its own check finds what differs.
+  Status Met(uint32_t seq, const AgreementCall& theirs);
   // True once Check has found two calls that differ: an error of Wait is then that finding.
   bool found() const { return !verdict_.ok(); }
 
  private:
-  // The error for calls `a` and `b`, which differ: it names the one that differs from this
-  // worker's. With `tell_others`, first tells every other worker of the call.
-  Status Disagree(const AgreementCall& a, const AgreementCall& b, bool tell_others);
+  // What `notice` finds (and keeps as the verdict): OK, or the calls that differ.
+  Status Consider(const StallNotice& notice);
+  // The error for calls `a` and `b` of call `seq` (this one or an earlier one), which differ: it
+  // names the one that differs from this worker's. With `tell_others`, first tells every other
+  // worker of the call.
+  Status Disagree(uint32_t seq, const AgreementCall& a, const AgreementCall& b, bool tell_others);
+  // Disagree's error for an earlier call than this one.
+  Status DisagreeEarlier(uint32_t seq, const AgreementCall& a, const AgreementCall& b);
 
   StallNotices& notices_;
   const std::vector<int>& workers_;

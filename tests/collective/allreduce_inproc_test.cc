@@ -10,10 +10,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collective/algorithms/halving_doubling.h"
 #include "collective/algorithms/reduction_server.h"
+#include "collective/algorithms/stalled_call_check.h"
 #include "collective/communicator.h"
 #include "collective/reducer.h"
 #include "collective/transport/loopback/loopback_transport.h"
@@ -202,13 +204,14 @@ TEST(AllreduceAgreementTest, WorkersThatDisagreeAllFailNamingOneWhoseCallDiffers
 // (10 s with reducers: they wait that long for a worker that never sends its chunks), and reports
 // what the workers found under `name`.
 void RunDisagreeingJob(const std::string& name, int workers, int reducers,
-                       const testing::WorkerBody& body) {
+                       const testing::WorkerBody& body,
+                       const testing::FabricOptions& fabric_options = {}) {
   std::vector<std::string> failures;
   std::vector<Status> reducer_status(static_cast<size_t>(reducers));
   testing::RunLoopbackJob(
       workers, reducers,
       testing::LoopbackOptions(milliseconds(reducers > 0 ? 10000 : 60000), 65536), body, &failures,
-      &reducer_status);
+      &reducer_status, fabric_options);
   for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
 }
 
@@ -319,6 +322,114 @@ TEST(CollectiveAgreementTest, WorkersInCallsOfDifferentCollectivesAllFailQuoting
                             f->push_back("not poisoned: " + after.ToString());
                         });
     }
+  }
+}
+
+// A worker whose part of a rooted collective ends without waiting for the others (a broadcast's
+// root, a gather's non-roots: their sends leave eagerly, as on UCX and TCP) goes on to its next
+// call while the others are still in that one: when their calls differ there, the workers wait at
+// different points of their sequence and never meet. The stall notices still fail every worker
+// with kInvalidArgument quoting the other side's call, long before the 60 s deadline (the error is
+// not kDeadlineExceeded); the worker ahead names how many calls back the two differ. On one host
+// the shared-memory all-reduce, which keeps no calls apart by their place in the sequence, would
+// let the worker ahead's all-reduce meet the others' (of the same size): it compares those places
+// too, and fails the same way at once.
+TEST(CollectiveAgreementTest,
+     AWorkerAheadOfTheOthersByEagerCallsFailsWithThemWhenTheirCallsDiffer) {
+  auto allreduce = [](Communicator& c) {
+    std::vector<float> data(1000, 1.0f);
+    return c.Allreduce(data.data(), data.size(), DataType::kF32, ReduceOp::kSum);
+  };
+  auto broadcast = [](Communicator& c) {
+    std::vector<float> data(8, 1.0f);
+    return c.Broadcast(data.data(), data.size(), DataType::kF32, 0);
+  };
+  auto gather = [](Communicator& c) {
+    std::vector<float> mine(4, 1.0f), all(4 * static_cast<size_t>(c.size()));
+    return c.Gather(mine.data(), all.data(), mine.size(), DataType::kF32, 0);
+  };
+  struct Setup {
+    std::string name;
+    int workers;
+    int ahead;        // the worker whose first calls end at once
+    int calls_ahead;  // how many such calls it makes before the others' call
+    std::function<Status(Communicator&)> eager;
+    std::function<Status(Communicator&)> other;
+    std::string eager_quoted;  // as the errors quote them
+    std::string other_quoted;
+    bool shared_memory = false;  // all on one host, with shared memory
+  };
+  const std::vector<Setup> setups = {
+      {"broadcast's root", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32",
+       "all-reduce of 1000 f32 (sum)"},
+      {"gather's non-root", 4, 2, 1, gather, [](Communicator& c) { return c.Barrier(); },
+       "gather of 4 f32", "barrier"},
+      {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32",
+       "all-reduce of 1000 f32 (sum)"},
+      {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32",
+       "all-reduce of 1000 f32 (sum)", true},
+      {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce, "gather of 4 f32",
+       "all-reduce of 1000 f32 (sum)", true},
+  };
+  for (const Setup& setup : setups) {
+    testing::FabricOptions fabric;
+    fabric.eager_limit = 8192;
+    if (setup.shared_memory) fabric.placement = Placement::OneHost(setup.workers, true);
+    RunDisagreeingJob(
+        setup.name, setup.workers, 0,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          const bool ahead = comm.rank() == setup.ahead;
+          Status s;
+          for (int i = 0; ahead && i < setup.calls_ahead && s.ok(); ++i) s = setup.eager(comm);
+          if (s.ok()) s = setup.other(comm);
+          const std::string theirs =
+              "called " +
+              (ahead ? setup.other_quoted + " where this worker called " : setup.eager_quoted);
+          const std::string back = std::to_string(setup.calls_ahead) +
+                                   (setup.calls_ahead == 1 ? " call" : " calls") +
+                                   " before this one";
+          if (s.code() != StatusCode::kInvalidArgument ||
+              s.message().find(theirs) == std::string::npos ||
+              (ahead && s.message().find(back) == std::string::npos)) {
+            f->push_back("worker " + std::to_string(comm.rank()) + " did not fail quoting \"" +
+                         theirs + "\"" + (ahead ? " and \"" + back + "\"" : "") + ": " +
+                         s.ToString());
+          }
+        },
+        fabric);
+  }
+}
+
+// Workers gather to worker 0 and then all-reduce; worker 3 enters its gather late. The others'
+// gathers end at once (their sends leave eagerly) and they wait in the all-reduce, a call ahead
+// of worker 0, which waits for worker 3: its notice of the gather reaches worker 1, whose gather
+// was the same call, and fails nobody. Every result is exact; the same on one host with the
+// shared-memory all-reduce.
+TEST(CollectiveAgreementTest, WorkersAheadOfASlowOneInTheSameCallAreNotFailed) {
+  for (bool shared_memory : {false, true}) {
+    SCOPED_TRACE(shared_memory ? "shared memory" : "across hosts");
+    testing::FabricOptions fabric;
+    fabric.eager_limit = 8192;
+    if (shared_memory) fabric.placement = Placement::OneHost(4, true);
+    std::vector<std::string> failures;
+    testing::RunLoopbackJob(
+        4, 0, testing::LoopbackOptions(milliseconds(60000), 65536),
+        [](Communicator& comm, std::vector<std::string>* f) {
+          if (comm.rank() == 3) std::this_thread::sleep_for(3 * kStalledCallAfter);
+          std::vector<float> mine(4, static_cast<float>(comm.rank())), all(16, -1.0f);
+          Status s = comm.Gather(mine.data(), all.data(), mine.size(), DataType::kF32, 0);
+          if (!s.ok()) f->push_back("gather: " + s.ToString());
+          for (size_t i = 0; comm.rank() == 0 && i < all.size(); ++i) {
+            if (all[i] != static_cast<float>(i / 4))
+              f->push_back("gathered element " + std::to_string(i));
+          }
+          std::vector<float> data(1000, 1.0f);
+          s = comm.Allreduce(data.data(), data.size(), DataType::kF32, ReduceOp::kSum);
+          if (!s.ok()) f->push_back("all-reduce: " + s.ToString());
+          if (s.ok() && data[999] != 4.0f) f->push_back("all-reduce: " + std::to_string(data[999]));
+        },
+        &failures, nullptr, fabric);
+    for (const auto& f : failures) ADD_FAILURE() << f;
   }
 }
 

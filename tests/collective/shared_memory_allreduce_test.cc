@@ -121,6 +121,34 @@ TEST(SharedMemoryAllreduceAgreementTest, WorkersWhoseCallsDifferAllFailNamingOne
   }
 }
 
+// Workers whose calls are the same but at different places of their sequences (one worker's
+// earlier call ended without the others: AllreduceOptions::seq differs) do not sum each other's
+// data: every one fails with kInvalidArgument naming a worker at another place and both places.
+// (With the Communicator's stall check they name the calls instead:
+// CollectiveAgreementTest.AWorkerAheadOfTheOthersByEagerCallsFailsWithThemWhenTheirCallsDiffer.)
+TEST(SharedMemoryAllreduceAgreementTest, WorkersAtDifferentPlacesOfTheirCallsAllFail) {
+  constexpr int kWorkers = 3;
+  constexpr int kAhead = 1;
+  auto groups = CreateGroups(kWorkers, "shm-test-places");
+  for (int r = 0; r < kWorkers; ++r) ASSERT_NE(groups[r], nullptr);
+  std::vector<Status> status(kWorkers);
+  testing::RunRanks(kWorkers, [&](int r) {
+    std::vector<float> data(1000, 1.0f);
+    AllreduceOptions o =
+        Options(data.data(), data.size(), DataType::kF32, ReduceOp::kSum, milliseconds(20000));
+    o.seq = r == kAhead ? 8 : 7;
+    status[r] = groups[r]->Allreduce(o);
+  });
+  for (int r = 0; r < kWorkers; ++r) {
+    const std::string want = r == kAhead ? " is in its call #7, this worker in its call #8"
+                                         : "worker 1 is in its call #8, this worker in its call #7";
+    EXPECT_EQ(status[r].code(), StatusCode::kInvalidArgument)
+        << "worker " << r << ": " << status[r].ToString();
+    EXPECT_NE(status[r].message().find(want), std::string::npos)
+        << "worker " << r << ": " << status[r].ToString();
+  }
+}
+
 // A worker whose wait fails (its deadline) marks itself failed; its peers stop waiting for it and
 // fail with its code long before their own deadlines (their own code would be kDeadlineExceeded
 // too, but only after 60 s); later calls are refused with kAborted.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "collective/transport/loopback/loopback_transport.h"
+#include "common/flight_recorder.h"
 
 namespace cohort::collective {
 namespace {
@@ -53,25 +54,61 @@ class StallNoticesTest : public ::testing::Test {
   StallNotices notices_{*t0_};
 };
 
-// Take(seq) returns the notices of that call and keeps those of seq - 1 .. seq + kKeepAhead for
-// later; older and farther ones are dropped.
+// Take(seq) returns the notices of that call and keeps those of seq - kKeepBehind ..
+// seq + kKeepAhead for later; older and farther ones are dropped.
 TEST_F(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
-  for (uint32_t seq : {5u, 9u, 10u, 10u + StallNotices::kKeepAhead + 1})
+  constexpr uint32_t kOldest = 100 - StallNotices::kKeepBehind;
+  constexpr uint32_t kFarthest = 100 + StallNotices::kKeepAhead;
+  // Kept: the call before may still be in flight, a worker behind or ahead may be there.
+  for (uint32_t seq : {99u, kOldest, kFarthest, kOldest - 1, kFarthest + 1}) {
     Send(CallNotice(seq, Call(seq, 1)));
-
-  auto ten = notices_.Take(10);
-  ASSERT_TRUE(ten.ok()) << ten.status().ToString();
-  ASSERT_EQ(ten->size(), 1u);
-  EXPECT_EQ((*ten)[0].calls[0].count, 10u);
-  auto nine = notices_.Take(9);  // kept: the call before may still be in flight
-  ASSERT_TRUE(nine.ok());
-  ASSERT_EQ(nine->size(), 1u);
-  EXPECT_EQ((*nine)[0].calls[0].count, 9u);
-  for (uint32_t seq : {5u, 10u + StallNotices::kKeepAhead + 1, 10u}) {
-    auto none = notices_.Take(seq);
-    ASSERT_TRUE(none.ok());
-    EXPECT_TRUE(none->empty()) << "seq " << seq;
+    Send(CallNotice(100, Call(100, 1)));
+    auto now = notices_.Take(100);
+    ASSERT_TRUE(now.ok()) << now.status().ToString();
+    ASSERT_EQ(now->size(), 1u);
+    EXPECT_EQ((*now)[0].calls[0].count, 100u);
+    auto later = notices_.Take(seq);
+    ASSERT_TRUE(later.ok());
+    const bool kept = seq >= kOldest && seq <= kFarthest;
+    ASSERT_EQ(later->size(), kept ? 1u : 0u) << "seq " << seq;
+    if (kept) EXPECT_EQ((*later)[0].calls[0].count, seq);
   }
+  auto none = notices_.Take(100);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+// Take(seq) also returns the notices of earlier calls that find a disagreement: a call that
+// differs from the one this worker remembers making then, or a kDisagreement. It keeps them for
+// that call's own check. A notice of an earlier call that is the call this worker made, or of a
+// call it does not remember, is not returned.
+TEST_F(StallNoticesTest, ReturnsTheNoticesOfEarlierCallsThatDifferFromThoseThisWorkerMade) {
+  for (uint32_t seq = 20; seq < 25; ++seq) notices_.Remember(seq, Call(seq, 0));
+  EXPECT_FALSE(notices_.Recall(20 - StallNotices::kKeepBehind).has_value());
+  ASSERT_TRUE(notices_.Recall(22).has_value());
+  EXPECT_EQ(notices_.Recall(22)->count, 22u);
+  notices_.Remember(20 + StallNotices::kKeepBehind, Call(7, 0));  // takes call 20's place
+  EXPECT_FALSE(notices_.Recall(20).has_value());
+
+  Send(CallNotice(21, Call(21, 1)));   // the same as this worker's call 21
+  Send(CallNotice(22, Call(999, 1)));  // differs from this worker's call 22
+  StallNotice told = CallNotice(23, Call(5, 1));
+  told.kind = StallNotice::kDisagreement;
+  told.calls[1] = Call(6, 2);
+  Send(told);
+  Send(CallNotice(20, Call(999, 1)));  // a call no longer remembered
+
+  auto got = notices_.Take(24);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].seq, 22u);
+  EXPECT_EQ((*got)[0].calls[0].count, 999u);
+  EXPECT_EQ((*got)[1].seq, 23u);
+  EXPECT_EQ((*got)[1].kind, StallNotice::kDisagreement);
+  auto again = notices_.Take(22);  // that call's own check still finds its notice
+  ASSERT_TRUE(again.ok());
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].calls[0].count, 999u);
 }
 
 // Something on the notices' tag that is not a notice fails the call that takes it with kDataLoss
@@ -136,6 +173,45 @@ TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEvery
   ASSERT_TRUE(leftover.ok());
   for (const StallNotice& n : *leftover)
     EXPECT_NE(n.kind, StallNotice::kCall) << "worker 0 sent its call more than once";
+}
+
+// Worker 0's call 4 ended at once (a broadcast's root) and it waits in call 5; workers 1 and 2
+// wait in call 4, an all-reduce. Worker 2's notice of call 4 reaches worker 0, which remembers
+// another call 4: it fails naming worker 2 and the call one back, and tells the others of call
+// 4's finding, which fails them as their own. A later call of worker 0 that is the same as the
+// others' would have failed nobody.
+TEST(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthers) {
+  LoopbackFabric fabric(3);
+  std::vector<std::unique_ptr<Transport>> t;
+  for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
+  std::vector<std::unique_ptr<StallNotices>> notices;
+  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r]));
+  const std::vector<int> workers = {0, 1, 2};
+  AgreementCall broadcast = Call(8, 0);
+  broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
+  { StalledCallCheck ended(*notices[0], workers, broadcast, 4, "broadcast"); }
+  StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 5, "all-reduce");
+  StalledCallCheck w1(*notices[1], workers, Call(1000, 1), 4, "all-reduce");
+  StalledCallCheck w2(*notices[2], workers, Call(1000, 2), 4, "all-reduce");
+
+  std::this_thread::sleep_for(kStalledCallAfter);
+  EXPECT_TRUE(w0.Check().ok());  // sends its call 5 to worker 1, which keeps it for later
+  EXPECT_TRUE(w1.Check().ok());  // sends its call 4 to worker 2: the same
+  EXPECT_TRUE(w2.Check().ok());  // sends its call 4 to worker 0
+  const Status zero = w0.Check();
+  EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument) << zero.ToString();
+  EXPECT_NE(zero.message().find("worker 2 called all-reduce of 1000 f32 (sum) where this worker "
+                                "called broadcast of 8 f32, 1 call before this one"),
+            std::string::npos)
+      << zero.ToString();
+  for (StalledCallCheck* behind : {&w1, &w2}) {
+    const Status s = behind->Check();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("worker 0 called broadcast of 8 f32, this worker all-reduce of "
+                               "1000 f32 (sum)"),
+              std::string::npos)
+        << s.ToString();
+  }
 }
 
 }  // namespace

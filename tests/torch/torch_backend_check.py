@@ -80,6 +80,10 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 shared-memory all-reduce): every rank fails quoting the other side's call, not at
                 the timeout
   mismatch-collectives-reducers  the same over TCP with 2 reducers (the Reduction Server)
+  mismatch-order  rank 0 broadcasts (as the root) and then all-reduces, ranks 1 and 2 the other
+                way round (one host: the shared-memory all-reduce): rank 0's broadcast ends at
+                once, and every rank fails quoting the other side's call, not at the timeout
+  mismatch-order-tcp  the same over TCP (no shared memory)
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -1976,6 +1980,35 @@ def scenario_mismatch_collectives():
     return check.finish()
 
 
+def scenario_mismatch_order():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    # The root's broadcast sends and ends without waiting for the others: rank 0 is in its second
+    # call while the others are in their first. A deadline error would not quote the calls.
+    start = time.time()
+
+    def calls():
+        if rank == 0:
+            dist.broadcast(torch.ones(8), src=0)
+            dist.all_reduce(torch.ones(1000))
+        else:
+            dist.all_reduce(torch.ones(1000))
+            dist.broadcast(torch.ones(8), src=0)
+
+    quoted = (["called all-reduce of 1000 f32 (sum) where this worker called broadcast of", "1 call before this one"]
+              if rank == 0 else ["the workers disagree", "called broadcast of"])
+    text = check.expect_raises(calls, quoted, "broadcast and allreduce in different orders")
+    print(f"rank {rank}: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
+    return check.finish()
+
+
 def scenario_no_join():
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -3026,6 +3059,8 @@ SCENARIOS = {
     "mismatch-sizes-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_sizes),
     "mismatch-collectives": (3, 0, {}, (), scenario_mismatch_collectives),
     "mismatch-collectives-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_collectives),
+    "mismatch-order": (3, 0, {}, (), scenario_mismatch_order),
+    "mismatch-order-tcp": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_order),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
