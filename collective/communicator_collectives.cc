@@ -71,7 +71,8 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
                                               .type = static_cast<uint8_t>(type),
                                               .op = static_cast<uint8_t>(op),
                                               .collective = static_cast<uint8_t>(kind),
-                                              .rank = rank_},
+                                              .rank = rank_,
+                                              .root = root.value_or(-1)},
                                 all_workers_, name, now);
   FlightRecord record = CallRecord(kind, call->seq, type, count, root.value_or(-1));
   record.start_ns = FlightClockNs(now);

@@ -60,11 +60,14 @@ struct AgreementCall {
   uint8_t collective = 0;
   uint8_t reserved = 0;
   int32_t rank = -1;  // the worker that made it
+  int32_t root = -1;  // a rooted collective's root (broadcast, reduce, gather, scatter); else -1
+  uint32_t padding = 0;
 };
 
 // True when two workers made the same call (whoever they are).
 inline bool SameCall(const AgreementCall& a, const AgreementCall& b) {
-  return a.count == b.count && a.type == b.type && a.op == b.op && a.collective == b.collective;
+  return a.count == b.count && a.type == b.type && a.op == b.op && a.collective == b.collective &&
+         a.root == b.root;
 }
 
 // For an all-reduce that is one stage of a larger call (the hierarchical all-reduce's stage across

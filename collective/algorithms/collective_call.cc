@@ -7,7 +7,8 @@
 
 namespace cohort::collective {
 
-std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op) {
+std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op,
+                                   int root) {
   const bool collective = kind >= FlightOp::kBroadcast && kind <= FlightOp::kSend;
   std::string s(collective ? FlightOpName(kind) : "unknown collective");
   if (kind == FlightOp::kBarrier) return s;
@@ -19,20 +20,20 @@ std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, 
              ? " (" + std::string(ReduceOpName(static_cast<ReduceOp>(op))) + ")"
              : " (op " + std::to_string(op) + ")";
   }
+  if (kind == FlightOp::kBroadcast || kind == FlightOp::kScatter)
+    s += " from root " + std::to_string(root);
+  if (kind == FlightOp::kReduce || kind == FlightOp::kGather)
+    s += " to root " + std::to_string(root);
   return s;
 }
 
 namespace {
 
-// "allgather of 12 f32", "broadcast of 4 u8 to/from root 0": the parts of a header that matter
-// for its kind.
+// "allgather of 12 f32", "broadcast of 4 u8 from root 0": the parts of a header that matter for
+// its kind.
 std::string Describe(const CallHeader& h) {
   const auto kind = static_cast<FlightOp>(h.kind);
-  std::string s = DescribeCollectiveCall(kind, h.count, h.type, h.op);
-  if (kind == FlightOp::kBroadcast || kind == FlightOp::kReduce || kind == FlightOp::kGather ||
-      kind == FlightOp::kScatter) {
-    s += " to/from root " + std::to_string(h.root);
-  }
+  std::string s = DescribeCollectiveCall(kind, h.count, h.type, h.op, h.root);
   if (kind == FlightOp::kSend) s += " with tag " + std::to_string(h.root);
   return s;
 }

@@ -81,9 +81,11 @@ CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataT
 // "worker 3".
 std::string WorkerName(int rank);
 
-// "allgather of 12 f32", "reduce of 10 f32 (max)", "barrier": a call of collective `kind` as errors
-// quote it (the values may come from a peer, and need not be valid).
-std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op);
+// "allgather of 12 f32", "reduce of 10 f32 (max) to root 0", "barrier": a call of collective `kind`
+// as errors quote it (the values may come from a peer, and need not be valid). `root`: a rooted
+// collective's.
+std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op,
+                                   int root);
 
 // Checks that `options` can run on `transport` (this rank is one of num_workers workers) and that
 // `root`, when given (>= 0 or asked for), names a worker. `what` prefixes the error.

@@ -23,7 +23,7 @@ bool Kept(uint32_t seq, uint32_t current) {
 // "all-reduce of 1000 f32 (sum)", "barrier", "allgather of 8 i64": a call of any collective.
 std::string DescribeAnyCall(const AgreementCall& c) {
   if (c.collective == 0) return "all-reduce of " + DescribeAllreduceCall(c);
-  return DescribeCollectiveCall(static_cast<FlightOp>(c.collective), c.count, c.type, c.op);
+  return DescribeCollectiveCall(static_cast<FlightOp>(c.collective), c.count, c.type, c.op, c.root);
 }
 
 }  // namespace

@@ -73,7 +73,6 @@ struct StallNotice {
   uint32_t reserved = 0;
   // kCall: calls[0] is the sender's. kDisagreement: two workers' calls that differ.
   AgreementCall calls[2];
-  uint8_t padding[16] = {};
 };
 static_assert(sizeof(StallNotice) == 64, "StallNotice travels as raw bytes");
 

@@ -360,16 +360,16 @@ TEST(CollectiveAgreementTest,
     bool shared_memory = false;  // all on one host, with shared memory
   };
   const std::vector<Setup> setups = {
-      {"broadcast's root", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32",
+      {"broadcast's root", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32 from root 0",
        "all-reduce of 1000 f32 (sum)"},
       {"gather's non-root", 4, 2, 1, gather, [](Communicator& c) { return c.Barrier(); },
-       "gather of 4 f32", "barrier"},
-      {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32",
+       "gather of 4 f32 to root 0", "barrier"},
+      {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32 from root 0",
        "all-reduce of 1000 f32 (sum)"},
-      {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32",
-       "all-reduce of 1000 f32 (sum)", true},
-      {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce, "gather of 4 f32",
-       "all-reduce of 1000 f32 (sum)", true},
+      {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", true},
+      {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce,
+       "gather of 4 f32 to root 0", "all-reduce of 1000 f32 (sum)", true},
   };
   for (const Setup& setup : setups) {
     testing::FabricOptions fabric;
@@ -398,6 +398,29 @@ TEST(CollectiveAgreementTest,
         },
         fabric);
   }
+}
+
+// Workers 0 and 1 broadcast from worker 0, worker 2 from worker 1 (then each enters a barrier):
+// worker 2 waits for worker 1, which got worker 0's data and went on, as worker 0 did. The calls
+// differ only in their roots, and the stall notices compare those too: every worker fails quoting
+// both roots before the deadline.
+TEST(CollectiveAgreementTest, WorkersWhoseBroadcastsHaveDifferentRootsAllFailQuotingThem) {
+  RunDisagreeingJob(
+      "roots", 3, 0,
+      [](Communicator& comm, std::vector<std::string>* f) {
+        std::vector<float> data(8, 1.0f);
+        const int root = comm.rank() < 2 ? 0 : 1;
+        Status s = comm.Broadcast(data.data(), data.size(), DataType::kF32, root);
+        if (s.ok()) s = comm.Barrier();
+        const std::string want =
+            comm.rank() < 2 ? "worker 2 called broadcast of 8 f32 from root 1 where this worker "
+                              "called broadcast of 8 f32 from root 0, 1 call before this one"
+                            : "called broadcast of 8 f32 from root 0, this worker broadcast of 8 "
+                              "f32 from root 1";
+        if (s.code() != StatusCode::kInvalidArgument || s.message().find(want) == std::string::npos)
+          f->push_back("did not fail quoting \"" + want + "\": " + s.ToString());
+      },
+      {.eager_limit = 8192});
 }
 
 // Workers gather to worker 0 and then all-reduce; worker 3 enters its gather late. The others'

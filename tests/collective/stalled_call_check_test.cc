@@ -189,6 +189,7 @@ TEST(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthe
   const std::vector<int> workers = {0, 1, 2};
   AgreementCall broadcast = Call(8, 0);
   broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
+  broadcast.root = 0;
   { StalledCallCheck ended(*notices[0], workers, broadcast, 4, "broadcast"); }
   StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 5, "all-reduce");
   StalledCallCheck w1(*notices[1], workers, Call(1000, 1), 4, "all-reduce");
@@ -201,14 +202,14 @@ TEST(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthe
   const Status zero = w0.Check();
   EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument) << zero.ToString();
   EXPECT_NE(zero.message().find("worker 2 called all-reduce of 1000 f32 (sum) where this worker "
-                                "called broadcast of 8 f32, 1 call before this one"),
+                                "called broadcast of 8 f32 from root 0, 1 call before this one"),
             std::string::npos)
       << zero.ToString();
   for (StalledCallCheck* behind : {&w1, &w2}) {
     const Status s = behind->Check();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
-    EXPECT_NE(s.message().find("worker 0 called broadcast of 8 f32, this worker all-reduce of "
-                               "1000 f32 (sum)"),
+    EXPECT_NE(s.message().find("worker 0 called broadcast of 8 f32 from root 0, this worker "
+                               "all-reduce of 1000 f32 (sum)"),
               std::string::npos)
         << s.ToString();
   }

@@ -84,6 +84,8 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 way round (one host: the shared-memory all-reduce): rank 0's broadcast ends at
                 once, and every rank fails quoting the other side's call, not at the timeout
   mismatch-order-tcp  the same over TCP (no shared memory)
+  mismatch-roots  ranks 0 and 1 broadcast from rank 0, rank 2 from rank 1, then all enter a
+                barrier: every rank fails quoting both roots, not at the timeout
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -2009,6 +2011,32 @@ def scenario_mismatch_order():
     return check.finish()
 
 
+def scenario_mismatch_roots():
+    import torch
+    import torch.distributed as dist
+    import cohort.torch  # noqa: F401
+
+    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
+    rank = dist.get_rank()
+    check = Checker(rank)
+    # Ranks 0 and 1 finish rank 0's broadcast and wait in the barrier; rank 2 waits for rank 1, its
+    # parent in a broadcast from rank 1. The calls differ only in their roots.
+    start = time.time()
+
+    def calls():
+        dist.broadcast(torch.ones(8), src=0 if rank < 2 else 1)
+        dist.barrier()
+
+    quoted = (["called broadcast of", "from root 1 where this worker called broadcast of",
+               "from root 0, 1 call before this one"]
+              if rank < 2 else ["the workers disagree", "from root 0, this worker broadcast of", "from root 1"])
+    text = check.expect_raises(calls, quoted, "broadcasts from different roots")
+    print(f"rank {rank}: {text}", flush=True)
+    took = time.time() - start
+    check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
+    return check.finish()
+
+
 def scenario_no_join():
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -3061,6 +3089,7 @@ SCENARIOS = {
     "mismatch-collectives-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_collectives),
     "mismatch-order": (3, 0, {}, (), scenario_mismatch_order),
     "mismatch-order-tcp": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_order),
+    "mismatch-roots": (3, 0, {}, (), scenario_mismatch_roots),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
