@@ -142,7 +142,7 @@ StatusOr<std::unique_ptr<Communicator>> Communicator::Create(Bootstrap& bootstra
   COHORT_ASSIGN_OR_RETURN(comm->transport_,
                           OpenCommunicatorTransport(bootstrap, rank, world_size, num_reducers,
                                                     comm->generation_, options));
-  comm->stall_notices_ = std::make_unique<StallNotices>(*comm->transport_);
+  comm->stall_notices_ = std::make_unique<StallNotices>(*comm->transport_, world_size);
   for (int w = 0; w < world_size; ++w) comm->all_workers_.push_back(w);
   // Every rank derives these from the same placement, so all workers agree.
   const Placement& placement = comm->transport_->placement();

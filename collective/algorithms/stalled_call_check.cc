@@ -201,8 +201,8 @@ Status StalledCallCheck::Disagree(uint32_t seq, const AgreementCall& a, const Ag
     notice.kind = StallNotice::kDisagreement;
     notice.calls[0] = a;
     notice.calls[1] = b;
-    for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
-      if (i != me_) notices_.Send(workers_[i], notice);
+    for (int w = 0; w < notices_.num_workers(); ++w) {
+      if (w != notices_.rank()) notices_.Send(w, notice);
     }
   }
   if (seq != seq_) return DisagreeEarlier(seq, a, b);

@@ -14,7 +14,8 @@
 // its right neighbour among the call's workers, and from then on takes the notices that have come
 // between slices of its waits. A notice whose call differs from its own fails the call with
 // kInvalidArgument naming that worker and both calls, and this worker tells every other worker of
-// the call which two differ; a worker told so fails the same way. If any two workers' calls
+// the communicator (the call's, and in a hierarchical all-reduce those of the other stages) which
+// two differ; a worker told so fails the same way. If any two workers' calls
 // differ, two neighbours' do, and both wait past kStalledCallAfter: every worker fails within
 // about kStalledCallAfter and a slice of the first. A call that is only slow (large, or waiting
 // for a late worker) costs each worker one notice; a call that ends sooner, nothing.
@@ -81,7 +82,10 @@ static_assert(sizeof(StallNotice) == 64, "StallNotice travels as raw bytes");
 // thread (a Reduction Server call's second half runs on another thread than the next call).
 class StallNotices {
  public:
-  explicit StallNotices(Transport& transport) : transport_(transport) {}
+  // `num_workers`: the communicator's workers, transport ranks 0 .. num_workers - 1, every one of
+  // which is told a finding (whatever workers the call's exchanges involve).
+  StallNotices(Transport& transport, int num_workers)
+      : transport_(transport), num_workers_(num_workers) {}
   // Gives the sends still outstanding a moment to leave.
   ~StallNotices();
   StallNotices(const StallNotices&) = delete;
@@ -105,6 +109,7 @@ class StallNotices {
   void Drain(uint32_t seq);
 
   int rank() const { return transport_.rank(); }
+  int num_workers() const { return num_workers_; }
 
   static constexpr uint32_t kKeepAhead = 8;
   static constexpr uint32_t kKeepBehind = 16;
@@ -117,6 +122,7 @@ class StallNotices {
   std::optional<AgreementCall> RecallLocked(uint32_t seq) const;
 
   Transport& transport_;
+  const int num_workers_;
   std::mutex mu_;
   std::map<uint32_t, std::vector<StallNotice>> kept_;  // by seq; guarded by mu_
   struct Made {
@@ -169,7 +175,7 @@ class StalledCallCheck {
   Status Consider(const StallNotice& notice);
   // The error for calls `a` and `b` of call `seq` (this one or an earlier one), which differ: it
   // names the one that differs from this worker's. With `tell_others`, first tells every other
-  // worker of the call.
+  // worker of the communicator (in a hierarchical all-reduce, those of this worker's host too).
   Status Disagree(uint32_t seq, const AgreementCall& a, const AgreementCall& b, bool tell_others);
   // Disagree's error for an earlier call than this one.
   Status DisagreeEarlier(uint32_t seq, const AgreementCall& a, const AgreementCall& b);

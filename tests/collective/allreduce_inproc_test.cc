@@ -333,7 +333,9 @@ TEST(CollectiveAgreementTest, WorkersInCallsOfDifferentCollectivesAllFailQuoting
 // not kDeadlineExceeded); the worker ahead names how many calls back the two differ. On one host
 // the shared-memory all-reduce, which keeps no calls apart by their place in the sequence, would
 // let the worker ahead's all-reduce meet the others' (of the same size): it compares those places
-// too, and fails the same way at once.
+// too, and fails the same way at once; in the hierarchical all-reduce (two hosts of two) the
+// finding reaches the workers of the other stage too (the across-hosts peer of the worker that
+// found it first waited for the deadline before).
 TEST(CollectiveAgreementTest,
      AWorkerAheadOfTheOthersByEagerCallsFailsWithThemWhenTheirCallsDiffer) {
   auto allreduce = [](Communicator& c) {
@@ -357,7 +359,9 @@ TEST(CollectiveAgreementTest,
     std::function<Status(Communicator&)> other;
     std::string eager_quoted;  // as the errors quote them
     std::string other_quoted;
-    bool shared_memory = false;  // all on one host, with shared memory
+    // Where the workers run: empty, across hosts without shared memory; else each one's host,
+    // shared memory allowed (one host: the shared-memory all-reduce; several: the hierarchical).
+    std::vector<std::string> hosts;
   };
   const std::vector<Setup> setups = {
       {"broadcast's root", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32 from root 0",
@@ -366,15 +370,48 @@ TEST(CollectiveAgreementTest,
        "gather of 4 f32 to root 0", "barrier"},
       {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32 from root 0",
        "all-reduce of 1000 f32 (sum)"},
-      {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce,
-       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", true},
-      {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce,
-       "gather of 4 f32 to root 0", "all-reduce of 1000 f32 (sum)", true},
+      {"broadcast's root, shared memory",
+       3,
+       0,
+       1,
+       broadcast,
+       allreduce,
+       "broadcast of 8 f32 from root 0",
+       "all-reduce of 1000 f32 (sum)",
+       {"a", "a", "a"}},
+      {"two gathers' non-root, shared memory",
+       4,
+       1,
+       2,
+       gather,
+       allreduce,
+       "gather of 4 f32 to root 0",
+       "all-reduce of 1000 f32 (sum)",
+       {"a", "a", "a", "a"}},
+      {"broadcast's root, hierarchical",
+       4,
+       0,
+       1,
+       broadcast,
+       allreduce,
+       "broadcast of 8 f32 from root 0",
+       "all-reduce of 1000 f32 (sum)",
+       {"a", "a", "b", "b"}},
+      {"gather's non-root, hierarchical",
+       4,
+       3,
+       1,
+       gather,
+       allreduce,
+       "gather of 4 f32 to root 0",
+       "all-reduce of 1000 f32 (sum)",
+       {"a", "a", "b", "b"}},
   };
   for (const Setup& setup : setups) {
     testing::FabricOptions fabric;
     fabric.eager_limit = 8192;
-    if (setup.shared_memory) fabric.placement = Placement::OneHost(setup.workers, true);
+    if (!setup.hosts.empty())
+      fabric.placement = Placement{.hosts = setup.hosts, .shared_memory = true};
     RunDisagreeingJob(
         setup.name, setup.workers, 0,
         [&](Communicator& comm, std::vector<std::string>* f) {

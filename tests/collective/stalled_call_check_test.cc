@@ -51,7 +51,7 @@ class StallNoticesTest : public ::testing::Test {
   std::unique_ptr<Transport> t1_ = fabric_.CreateTransport(1);
   std::deque<StallNotice> messages_;
   std::vector<Request> in_flight_;
-  StallNotices notices_{*t0_};
+  StallNotices notices_{*t0_, 2};
 };
 
 // Take(seq) returns the notices of that call and keeps those of seq - kKeepBehind ..
@@ -142,7 +142,7 @@ TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEvery
   std::vector<std::unique_ptr<Transport>> t;
   for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
   std::vector<std::unique_ptr<StallNotices>> notices;
-  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r]));
+  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r], 3));
   const std::vector<int> workers = {0, 1, 2};
   StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 4, "all-reduce");
   StalledCallCheck w1(*notices[1], workers, Call(3000, 1), 4, "all-reduce");
@@ -185,7 +185,7 @@ TEST(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthe
   std::vector<std::unique_ptr<Transport>> t;
   for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
   std::vector<std::unique_ptr<StallNotices>> notices;
-  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r]));
+  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r], 3));
   const std::vector<int> workers = {0, 1, 2};
   AgreementCall broadcast = Call(8, 0);
   broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
