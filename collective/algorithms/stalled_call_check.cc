@@ -182,7 +182,12 @@ Status StalledCallCheck::Met(uint32_t seq, const AgreementCall& theirs) {
 
 Status StalledCallCheck::Consider(const StallNotice& notice) {
   if (notice.kind == StallNotice::kDisagreement) {
-    verdict_ = Disagree(notice.seq, notice.calls[0], notice.calls[1], /*tell_others=*/false);
+    if (SameCall(notice.calls[0], notice.calls[1])) {
+      verdict_ = DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
+                          DescribeAnyCall(notice.calls[0]));
+    } else {
+      verdict_ = Disagree(notice.seq, notice.calls[0], notice.calls[1], /*tell_others=*/false);
+    }
     return verdict_;
   }
   // A notice of an earlier call comes here only when it differs from this worker's call then.
@@ -206,11 +211,7 @@ Status StalledCallCheck::Disagree(uint32_t seq, const AgreementCall& a, const Ag
     }
   }
   if (seq != seq_) return DisagreeEarlier(seq, a, b);
-  const AgreementCall* theirs = !SameCall(a, mine_) ? &a : !SameCall(b, mine_) ? &b : nullptr;
-  if (theirs == nullptr) {
-    return DataLoss(what_ + ": a stall notice says that two calls differ, and both are " +
-                    DescribeAllreduceCall(a) + " as this worker's");
-  }
+  const AgreementCall* theirs = !SameCall(a, mine_) ? &a : &b;
   if (theirs->collective != 0 || mine_.collective != 0) {
     return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs->rank) +
                            " called " + DescribeAnyCall(*theirs) + ", this worker " +

@@ -134,6 +134,24 @@ TEST_F(StallNoticesTest, AMalformedNoticeIsDataLossNamingItsSender) {
   EXPECT_EQ(got->size(), 1u);
 }
 
+// A kDisagreement whose two calls are the same says nothing true: the check fails with kDataLoss
+// quoting it, of this call or an earlier one.
+TEST_F(StallNoticesTest, ADisagreementBetweenTwoEqualCallsIsDataLoss) {
+  const std::vector<int> workers = {0, 1};
+  for (uint32_t seq : {5u, 4u}) {
+    StalledCallCheck check(notices_, workers, Call(10, 0), 5, "all-reduce",
+                           SteadyClock::now() - kStalledCallAfter);
+    StallNotice told = CallNotice(seq, Call(7, 1));
+    told.kind = StallNotice::kDisagreement;
+    told.calls[1] = Call(7, 2);
+    Send(told);
+    const Status s = check.Check();
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    EXPECT_NE(s.message().find("differ, and both are all-reduce of 7 f32 (sum)"), std::string::npos)
+        << s.ToString();
+  }
+}
+
 // Before kStalledCallAfter a check sends and takes nothing. Once overdue, worker 0 sends its call
 // to its right neighbour (worker 1) once; worker 1, whose call differs, fails naming worker 0 and
 // tells worker 2, which fails naming worker 0 too without a notice of its own neighbour's.
