@@ -152,22 +152,30 @@ TEST_F(StallNoticesTest, ADisagreementBetweenTwoEqualCallsIsDataLoss) {
   }
 }
 
+// Three workers, each with its StallNotices over the loopback transport.
+class StalledCallCheckTest : public ::testing::Test {
+ protected:
+  StalledCallCheckTest() {
+    for (int r = 0; r < 3; ++r) t_.push_back(fabric_.CreateTransport(r));
+    for (int r = 0; r < 3; ++r) notices_.push_back(std::make_unique<StallNotices>(*t_[r], 3));
+  }
+
+  LoopbackFabric fabric_{3};
+  std::vector<std::unique_ptr<Transport>> t_;
+  std::vector<std::unique_ptr<StallNotices>> notices_;
+  const std::vector<int> workers_ = {0, 1, 2};
+};
+
 // Before kStalledCallAfter a check sends and takes nothing. Once overdue, worker 0 sends its call
 // to its right neighbour (worker 1) once; worker 1, whose call differs, fails naming worker 0 and
 // tells worker 2, which fails naming worker 0 too without a notice of its own neighbour's.
-TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEveryWorker) {
-  LoopbackFabric fabric(3);
-  std::vector<std::unique_ptr<Transport>> t;
-  for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
-  std::vector<std::unique_ptr<StallNotices>> notices;
-  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r], 3));
-  const std::vector<int> workers = {0, 1, 2};
-  StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 4, "all-reduce");
-  StalledCallCheck w1(*notices[1], workers, Call(3000, 1), 4, "all-reduce");
-  StalledCallCheck w2(*notices[2], workers, Call(3000, 2), 4, "all-reduce");
+TEST_F(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEveryWorker) {
+  StalledCallCheck w0(*notices_[0], workers_, Call(1000, 0), 4, "all-reduce");
+  StalledCallCheck w1(*notices_[1], workers_, Call(3000, 1), 4, "all-reduce");
+  StalledCallCheck w2(*notices_[2], workers_, Call(3000, 2), 4, "all-reduce");
 
   EXPECT_TRUE(w0.Check().ok());
-  EXPECT_FALSE(t[1]->Probe(kNoticeTag, SteadyClock::now() + milliseconds(20)).ok())
+  EXPECT_FALSE(t_[1]->Probe(kNoticeTag, SteadyClock::now() + milliseconds(20)).ok())
       << "a notice before the call was overdue";
 
   std::this_thread::sleep_for(kStalledCallAfter);
@@ -187,7 +195,7 @@ TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEvery
   // Worker 1 told worker 0 too; worker 2's own call reached worker 0 as well (it differs).
   const Status zero = w0.Check();
   EXPECT_EQ(zero.code(), StatusCode::kInvalidArgument) << zero.ToString();
-  auto leftover = notices[1]->Take(4);
+  auto leftover = notices_[1]->Take(4);
   ASSERT_TRUE(leftover.ok());
   for (const StallNotice& n : *leftover)
     EXPECT_NE(n.kind, StallNotice::kCall) << "worker 0 sent its call more than once";
@@ -196,22 +204,15 @@ TEST(StalledCallCheckTest, AnOverdueCheckSendsItsCallOnceAndAFindingReachesEvery
 // Worker 0's call 4 ended at once (a broadcast's root) and it waits in call 5; workers 1 and 2
 // wait in call 4, an all-reduce. Worker 2's notice of call 4 reaches worker 0, which remembers
 // another call 4: it fails naming worker 2 and the call one back, and tells the others of call
-// 4's finding, which fails them as their own. A later call of worker 0 that is the same as the
-// others' would have failed nobody.
-TEST(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthers) {
-  LoopbackFabric fabric(3);
-  std::vector<std::unique_ptr<Transport>> t;
-  for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
-  std::vector<std::unique_ptr<StallNotices>> notices;
-  for (int r = 0; r < 3; ++r) notices.push_back(std::make_unique<StallNotices>(*t[r], 3));
-  const std::vector<int> workers = {0, 1, 2};
+// 4's finding, which fails them as their own.
+TEST_F(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOthers) {
   AgreementCall broadcast = Call(8, 0);
   broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
   broadcast.root = 0;
-  { StalledCallCheck ended(*notices[0], workers, broadcast, 4, "broadcast"); }
-  StalledCallCheck w0(*notices[0], workers, Call(1000, 0), 5, "all-reduce");
-  StalledCallCheck w1(*notices[1], workers, Call(1000, 1), 4, "all-reduce");
-  StalledCallCheck w2(*notices[2], workers, Call(1000, 2), 4, "all-reduce");
+  { StalledCallCheck ended(*notices_[0], workers_, broadcast, 4, "broadcast"); }
+  StalledCallCheck w0(*notices_[0], workers_, Call(1000, 0), 5, "all-reduce");
+  StalledCallCheck w1(*notices_[1], workers_, Call(1000, 1), 4, "all-reduce");
+  StalledCallCheck w2(*notices_[2], workers_, Call(1000, 2), 4, "all-reduce");
 
   std::this_thread::sleep_for(kStalledCallAfter);
   EXPECT_TRUE(w0.Check().ok());  // sends its call 5 to worker 1, which keeps it for later

@@ -1958,7 +1958,10 @@ def scenario_mismatch_sizes():
     return check.finish()
 
 
-def scenario_mismatch_collectives():
+def expect_disagreement(calls, quoted, what):
+    """The scenarios of ranks whose calls never meet: in a cohort group, calls(torch, dist, rank)
+    must raise, quoting every fragment of quoted(rank), before the group's timeout (a deadline
+    error would not quote the calls)."""
     import torch
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -1966,35 +1969,36 @@ def scenario_mismatch_collectives():
     dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
     rank = dist.get_rank()
     check = Checker(rank)
-    odd = 1
-    count = 100000 if os.environ.get("COHORT_NUM_REDUCERS", "0") != "0" else 1000
-    theirs = f"all-reduce of {count} f32 (sum)" if rank == odd else "barrier"
-    # A script whose ranks took different paths: no algorithm's exchanges meet the other call's,
-    # and neither finishes without every rank; the stall notices find it. A deadline error would
-    # not quote the calls.
     start = time.time()
-    call = dist.barrier if rank == odd else (lambda: dist.all_reduce(torch.ones(count)))
-    text = check.expect_raises(call, ["the workers disagree", f"called {theirs}"],
-                               "barrier against allreduce")
-    print(f"{'barrier' if rank == odd else 'allreduce'}: {text}", flush=True)
+    text = check.expect_raises(lambda: calls(torch, dist, rank), quoted(rank), what)
+    print(f"rank {rank}: {text}", flush=True)
     took = time.time() - start
     check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
     return check.finish()
 
 
+def scenario_mismatch_collectives():
+    # A script whose ranks took different paths: no algorithm's exchanges meet the other call's,
+    # and neither finishes without every rank; the stall notices find it.
+    odd = 1
+    count = 100000 if os.environ.get("COHORT_NUM_REDUCERS", "0") != "0" else 1000
+
+    def calls(torch, dist, rank):
+        if rank == odd:
+            dist.barrier()
+        else:
+            dist.all_reduce(torch.ones(count))
+
+    return expect_disagreement(
+        calls, lambda rank: ["the workers disagree", "called " + (f"all-reduce of {count} f32 (sum)" if rank == odd
+                                                                  else "barrier")],
+        "barrier against allreduce")
+
+
 def scenario_mismatch_order():
-    import torch
-    import torch.distributed as dist
-    import cohort.torch  # noqa: F401
-
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
-    rank = dist.get_rank()
-    check = Checker(rank)
     # The root's broadcast sends and ends without waiting for the others: rank 0 is in its second
-    # call while the others are in their first. A deadline error would not quote the calls.
-    start = time.time()
-
-    def calls():
+    # call while the others are in their first.
+    def calls(torch, dist, rank):
         if rank == 0:
             dist.broadcast(torch.ones(8), src=0)
             dist.all_reduce(torch.ones(1000))
@@ -2002,39 +2006,25 @@ def scenario_mismatch_order():
             dist.all_reduce(torch.ones(1000))
             dist.broadcast(torch.ones(8), src=0)
 
-    quoted = (["called all-reduce of 1000 f32 (sum) where this worker called broadcast of", "1 call before this one"]
-              if rank == 0 else ["the workers disagree", "called broadcast of"])
-    text = check.expect_raises(calls, quoted, "broadcast and allreduce in different orders")
-    print(f"rank {rank}: {text}", flush=True)
-    took = time.time() - start
-    check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
-    return check.finish()
+    return expect_disagreement(
+        calls, lambda rank: (["called all-reduce of 1000 f32 (sum) where this worker called broadcast of",
+                              "1 call before this one"] if rank == 0 else
+                             ["the workers disagree", "called broadcast of"]),
+        "broadcast and allreduce in different orders")
 
 
 def scenario_mismatch_roots():
-    import torch
-    import torch.distributed as dist
-    import cohort.torch  # noqa: F401
-
-    dist.init_process_group("cohort", init_method="env://", timeout=datetime.timedelta(seconds=FAIL_TIMEOUT_S))
-    rank = dist.get_rank()
-    check = Checker(rank)
     # Ranks 0 and 1 finish rank 0's broadcast and wait in the barrier; rank 2 waits for rank 1, its
     # parent in a broadcast from rank 1. The calls differ only in their roots.
-    start = time.time()
-
-    def calls():
+    def calls(torch, dist, rank):
         dist.broadcast(torch.ones(8), src=0 if rank < 2 else 1)
         dist.barrier()
 
-    quoted = (["called broadcast of", "from root 1 where this worker called broadcast of",
-               "from root 0, 1 call before this one"]
-              if rank < 2 else ["the workers disagree", "from root 0, this worker broadcast of", "from root 1"])
-    text = check.expect_raises(calls, quoted, "broadcasts from different roots")
-    print(f"rank {rank}: {text}", flush=True)
-    took = time.time() - start
-    check.expect(took < FAIL_TIMEOUT_S, f"the error took {took:.1f} s, the timeout's")
-    return check.finish()
+    return expect_disagreement(
+        calls, lambda rank: (["called broadcast of", "from root 1 where this worker called broadcast of",
+                              "from root 0, 1 call before this one"] if rank < 2 else
+                             ["the workers disagree", "from root 0, this worker broadcast of", "from root 1"]),
+        "broadcasts from different roots")
 
 
 def scenario_no_join():
