@@ -34,11 +34,13 @@ CallHeader PointToPointHeader(const PointToPointOptions& options) {
   return h;
 }
 
+// "12 f32 (48 bytes)": what a message holds (the bytes are what must match where a caller moves
+// bytes as the widest type that divides them, as the torch backend does).
 std::string Describe(const CallHeader& h) {
-  return std::to_string(h.count) + " " +
-         (IsValid(static_cast<DataType>(h.type))
-              ? std::string(DataTypeName(static_cast<DataType>(h.type)))
-              : "type " + std::to_string(h.type));
+  const auto type = static_cast<DataType>(h.type);
+  if (!IsValid(type)) return std::to_string(h.count) + " type " + std::to_string(h.type);
+  return std::to_string(h.count) + " " + std::string(DataTypeName(type)) + " (" +
+         std::to_string(h.count * DataTypeSize(type)) + " bytes)";
 }
 
 }  // namespace
