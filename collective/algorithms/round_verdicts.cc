@@ -181,6 +181,12 @@ Status RoundVerdicts::Check(Deadline until) {
       return DataLoss("all-reduce: malformed verdict from " + reducer);
     }
     if (v.kind == RoundHeader::kReject) {
+      // A worker at another place of its sequence (one whose earlier call ended without the
+      // others): the stall check may say which calls differ.
+      if (v.seq != mine_.seq && stall_check_ != nullptr) {
+        COHORT_RETURN_IF_ERROR(stall_check_->Met(
+            v.seq, AgreementCall{.count = v.count, .type = v.type, .op = v.op, .rank = v.worker}));
+      }
       return AllreduceDisagreement("all-reduce (" + reducer + ")",
                                    "worker " + std::to_string(v.worker), DescribeRound(v),
                                    DescribeRound(mine_));

@@ -45,9 +45,6 @@ std::chrono::microseconds SpinTime() {
 constexpr int kPollsBeforeYield = 256;
 // How often a waiter checks that its peers are alive and have not given up.
 constexpr auto kCheckInterval = std::chrono::milliseconds(100);
-// How long a worker whose peer gave up on a call with kInvalidArgument looks for the stall notice
-// that says which calls differ (stalled_call_check.h) before it reports that the peer gave up.
-constexpr auto kStalledCallFindingGrace = std::chrono::milliseconds(100);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "futex words must be plain 32-bit atomics");
@@ -311,13 +308,8 @@ Status SharedMemoryGroup::WaitFor(int peer, uint32_t phase, Deadline deadline,
       // A peer whose stall check found calls that differ told every worker of the call so, in a
       // notice that quotes the calls and may still be on its way: take it rather than report that
       // the peer gave up.
-      if (check != nullptr && code == StatusCode::kInvalidArgument) {
-        const auto until = SteadyClock::now() + kStalledCallFindingGrace;
-        while (SteadyClock::now() < until) {
-          COHORT_RETURN_IF_ERROR(check->Check());
-          std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        }
-      }
+      if (check != nullptr && code == StatusCode::kInvalidArgument)
+        COHORT_RETURN_IF_ERROR(check->AwaitFinding());
       // A peer that cancelled its calls has left them, as a transport reports a peer that went:
       // kCancelled is only ever this worker's own.
       return Status(code == StatusCode::kCancelled ? StatusCode::kUnavailable : code,
@@ -362,15 +354,8 @@ Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
 
 Status SharedMemoryGroup::OutOfStep(const AgreementCall& peer_call, uint32_t theirs, uint32_t mine,
                                     const AllreduceOptions& options) {
-  if (StalledCallCheck* check = options.stall_check; check != nullptr) {
-    COHORT_RETURN_IF_ERROR(check->Met(theirs, peer_call));
-    // The peer is further along: its own check finds which calls differ and tells this worker.
-    const auto until = SteadyClock::now() + kStalledCallFindingGrace;
-    while (SteadyClock::now() < until) {
-      COHORT_RETURN_IF_ERROR(check->Look());
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
+  if (options.stall_check != nullptr)
+    COHORT_RETURN_IF_ERROR(options.stall_check->Met(theirs, peer_call));
   return InvalidArgument("shared-memory all-reduce: worker " + std::to_string(peer_call.rank) +
                          " is in its call #" + std::to_string(theirs) +
                          ", this worker in its call #" + std::to_string(mine) +

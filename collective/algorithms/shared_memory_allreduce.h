@@ -93,9 +93,8 @@ class SharedMemoryGroup {
   // (differ[1]).
   Status Disagreement(const AgreementCall differ[2]) const;
   // kInvalidArgument: a peer is in `peer_call` (its job rank), its call `theirs`
-  // (AllreduceOptions::seq), this worker in its call `mine`. Through options.stall_check when
-  // there is one: the calls of that seq compared (Met), or the finding of a peer further along
-  // taken (waiting up to kStalledCallFindingGrace).
+  // (AllreduceOptions::seq), this worker in its call `mine`; the finding of options.stall_check
+  // where it has one that explains it (StalledCallCheck::Met).
   Status OutOfStep(const AgreementCall& peer_call, uint32_t theirs, uint32_t mine,
                    const AllreduceOptions& options);
   // Completes this worker's next phase and wakes peers waiting for it; returns its number.

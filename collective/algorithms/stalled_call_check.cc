@@ -1,6 +1,7 @@
 #include "collective/algorithms/stalled_call_check.h"
 
 #include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "collective/algorithms/collective_call.h"
@@ -170,9 +171,18 @@ Status StalledCallCheck::Look() {
   return Status::Ok();
 }
 
+Status StalledCallCheck::AwaitFinding() {
+  const auto until = SteadyClock::now() + kStalledCallFindingGrace;
+  while (true) {
+    COHORT_RETURN_IF_ERROR(Look());
+    if (SteadyClock::now() >= until) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 Status StalledCallCheck::Met(uint32_t seq, const AgreementCall& theirs) {
   if (!verdict_.ok()) return verdict_;
-  if (SeqAhead(seq, seq_) > 0) return Status::Ok();
+  if (SeqAhead(seq, seq_) > 0) return AwaitFinding();
   StallNotice notice;
   notice.seq = seq;
   notice.kind = StallNotice::kCall;

@@ -58,6 +58,9 @@ namespace cohort::collective {
 constexpr std::chrono::milliseconds kStalledCallAfter{200};
 // Once past kStalledCallAfter, how long a wait runs between looks at the notices.
 constexpr std::chrono::milliseconds kStalledCallSlice{10};
+// How long a worker that learned otherwise that a finding is on its way looks for it
+// (StalledCallCheck::AwaitFinding) before it reports what it learned.
+constexpr std::chrono::milliseconds kStalledCallFindingGrace{100};
 // Notices' step: below the Reduction Server's verdicts (reduction_server.h, kVerdictStep).
 constexpr uint32_t kStallNoticeStep = (1u << kTagStepBits) - 5;
 // The Communicator drains notices that came too late for their call when a call starts this long
@@ -159,18 +162,24 @@ class StalledCallCheck {
   // notices that came, and fails with kInvalidArgument once they show two calls that differ, of
   // this call or of an earlier one (from then on, every time).
   Status Check();
-  // As Check, before the call is overdue too, and without sending this worker's notice: for a
-  // worker that learned otherwise that a finding is on its way.
-  Status Look();
-  // A peer's call `theirs`, its call `seq`, met this worker's call in an exchange that does not
-  // keep calls apart by seq (the shared-memory all-reduce): as a notice of it would, fails when it
-  // differs from this worker's call `seq` (this one, or an earlier one remembered). A peer further
-  // along (seq after this call's) is not judged here: its own check finds what differs.
+  // Takes the notices that came, as Check does, for up to kStalledCallFindingGrace (even before
+  // the call is overdue, and sending no notice of this worker's): for a worker that learned
+  // otherwise that another is telling it which calls differ (a peer gave up with
+  // kInvalidArgument). OK when no finding came.
+  Status AwaitFinding();
+  // A peer's call `theirs`, its call `seq` (another than this one), met this worker's call in an
+  // exchange that does not keep calls apart by seq (the shared-memory all-reduce, the Reduction
+  // Server's rounds): the finding that explains it, or OK when there is none (the caller reports
+  // the meeting itself). An earlier `seq`: this worker's call then and theirs compared, as a
+  // notice of theirs would be. A later one: the peer is further along, and its own check finds
+  // which calls differ and tells this worker (AwaitFinding).
   Status Met(uint32_t seq, const AgreementCall& theirs);
   // True once Check has found two calls that differ: an error of Wait is then that finding.
   bool found() const { return !verdict_.ok(); }
 
  private:
+  // As Check, before the call is overdue too, and sending no notice of this worker's.
+  Status Look();
   // What `notice` finds (and keeps as the verdict): OK, or the calls that differ.
   Status Consider(const StallNotice& notice);
   // The error for calls `a` and `b` of call `seq` (this one or an earlier one), which differ: it

@@ -342,6 +342,10 @@ TEST(CollectiveAgreementTest,
     std::vector<float> data(1000, 1.0f);
     return c.Allreduce(data.data(), data.size(), DataType::kF32, ReduceOp::kSum);
   };
+  auto large_allreduce = [](Communicator& c) {  // on the Reduction Server where there are reducers
+    std::vector<float> data(100000, 1.0f);
+    return c.Allreduce(data.data(), data.size(), DataType::kF32, ReduceOp::kSum);
+  };
   auto broadcast = [](Communicator& c) {
     std::vector<float> data(8, 1.0f);
     return c.Broadcast(data.data(), data.size(), DataType::kF32, 0);
@@ -359,9 +363,11 @@ TEST(CollectiveAgreementTest,
     std::function<Status(Communicator&)> other;
     std::string eager_quoted;  // as the errors quote them
     std::string other_quoted;
-    // Where the workers run: empty, across hosts without shared memory; else each one's host,
-    // shared memory allowed (one host: the shared-memory all-reduce; several: the hierarchical).
-    std::vector<std::string> hosts;
+    // Where the workers run: empty, across hosts without shared memory; else each one's host, a
+    // letter each, shared memory allowed ("aaa": one host, the shared-memory all-reduce; "aabb":
+    // two hosts of two, the hierarchical).
+    std::string hosts;
+    int reducers = 0;
   };
   const std::vector<Setup> setups = {
       {"broadcast's root", 3, 0, 1, broadcast, allreduce, "broadcast of 8 f32 from root 0",
@@ -370,50 +376,26 @@ TEST(CollectiveAgreementTest,
        "gather of 4 f32 to root 0", "barrier"},
       {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32 from root 0",
        "all-reduce of 1000 f32 (sum)"},
-      {"broadcast's root, shared memory",
-       3,
-       0,
-       1,
-       broadcast,
-       allreduce,
-       "broadcast of 8 f32 from root 0",
-       "all-reduce of 1000 f32 (sum)",
-       {"a", "a", "a"}},
-      {"two gathers' non-root, shared memory",
-       4,
-       1,
-       2,
-       gather,
-       allreduce,
-       "gather of 4 f32 to root 0",
-       "all-reduce of 1000 f32 (sum)",
-       {"a", "a", "a", "a"}},
-      {"broadcast's root, hierarchical",
-       4,
-       0,
-       1,
-       broadcast,
-       allreduce,
-       "broadcast of 8 f32 from root 0",
-       "all-reduce of 1000 f32 (sum)",
-       {"a", "a", "b", "b"}},
-      {"gather's non-root, hierarchical",
-       4,
-       3,
-       1,
-       gather,
-       allreduce,
-       "gather of 4 f32 to root 0",
-       "all-reduce of 1000 f32 (sum)",
-       {"a", "a", "b", "b"}},
+      {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", "aaa"},
+      {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce,
+       "gather of 4 f32 to root 0", "all-reduce of 1000 f32 (sum)", "aaaa"},
+      {"broadcast's root, hierarchical", 4, 0, 1, broadcast, allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", "aabb"},
+      {"gather's non-root, hierarchical", 4, 3, 1, gather, allreduce, "gather of 4 f32 to root 0",
+       "all-reduce of 1000 f32 (sum)", "aabb"},
+      {"broadcast's root, the Reduction Server", 3, 0, 1, broadcast, large_allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 100000 f32 (sum)", "", 2},
   };
   for (const Setup& setup : setups) {
     testing::FabricOptions fabric;
     fabric.eager_limit = 8192;
-    if (!setup.hosts.empty())
-      fabric.placement = Placement{.hosts = setup.hosts, .shared_memory = true};
+    if (!setup.hosts.empty()) {
+      fabric.placement = Placement{.shared_memory = true};
+      for (char host : setup.hosts) fabric.placement->hosts.emplace_back(1, host);
+    }
     RunDisagreeingJob(
-        setup.name, setup.workers, 0,
+        setup.name, setup.workers, setup.reducers,
         [&](Communicator& comm, std::vector<std::string>* f) {
           const bool ahead = comm.rank() == setup.ahead;
           Status s;

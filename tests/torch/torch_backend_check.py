@@ -84,6 +84,9 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 way round (one host: the shared-memory all-reduce): rank 0's broadcast ends at
                 once, and every rank fails quoting the other side's call, not at the timeout
   mismatch-order-tcp  the same over TCP (no shared memory)
+  mismatch-order-reducers  the same with 2 reducers, the all-reduce on the Reduction Server (whose
+                reducers take the workers' calls in order: they see rank 0's second call beside
+                the others' first)
   mismatch-roots  ranks 0 and 1 broadcast from rank 0, rank 2 from rank 1, then all enter a
                 barrier: every rank fails quoting both roots, not at the timeout
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
@@ -3079,6 +3082,8 @@ SCENARIOS = {
     "mismatch-collectives-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_collectives),
     "mismatch-order": (3, 0, {}, (), scenario_mismatch_order),
     "mismatch-order-tcp": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_order),
+    "mismatch-order-reducers": (3, 2, {"UCX_TLS": "tcp,self", "COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
+                                scenario_mismatch_order),
     "mismatch-roots": (3, 0, {}, (), scenario_mismatch_roots),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
@@ -3276,6 +3281,7 @@ def main():
         expected[f"rank {workers - 1}"] = VICTIM_EXIT
     if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "mismatch-sizes-reducers",
                                                                   "mismatch-collectives-reducers",
+                                                                  "mismatch-order-reducers",
                                                                   "abort-reducers"):
         # A reducer exits as its last session ended, failed here (a worker dead, workers that
         # disagree, an aborted worker), whichever end it noticed first (the store gone, or no new
