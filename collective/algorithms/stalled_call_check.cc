@@ -79,7 +79,7 @@ Status StallNotices::TakeInLocked(uint32_t seq) {
 
 void StallNotices::Remember(uint32_t seq, const AgreementCall& call) {
   std::lock_guard<std::mutex> lock(mu_);
-  made_[seq % kKeepBehind] = Made{.seq = seq, .made = true, .call = call};
+  made_[seq % kMade] = Made{.seq = seq, .made = true, .call = call};
 }
 
 std::optional<AgreementCall> StallNotices::Recall(uint32_t seq) {
@@ -88,7 +88,7 @@ std::optional<AgreementCall> StallNotices::Recall(uint32_t seq) {
 }
 
 std::optional<AgreementCall> StallNotices::RecallLocked(uint32_t seq) const {
-  const Made& m = made_[seq % kKeepBehind];
+  const Made& m = made_[seq % kMade];
   if (!m.made || m.seq != seq) return std::nullopt;
   return m.call;
 }
@@ -200,7 +200,7 @@ Status StalledCallCheck::Consider(const StallNotice& notice) {
     }
     return verdict_;
   }
-  // A notice of an earlier call comes here only when it differs from this worker's call then.
+  // An earlier call's is compared with this worker's call then, where it is remembered.
   const std::optional<AgreementCall> made =
       notice.seq == seq_ ? mine_ : notices_.Recall(notice.seq);
   if (made && !SameCall(notice.calls[0], *made))

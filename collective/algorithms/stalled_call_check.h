@@ -15,20 +15,20 @@
 // between slices of its waits. A notice whose call differs from its own fails the call with
 // kInvalidArgument naming that worker and both calls, and this worker tells every other worker of
 // the communicator (the call's, and in a hierarchical all-reduce those of the other stages) which
-// two differ; a worker told so fails the same way. If any two workers' calls
-// differ, two neighbours' do, and both wait past kStalledCallAfter: every worker fails within
-// about kStalledCallAfter and a slice of the first. A call that is only slow (large, or waiting
+// two differ; a worker told so fails the same way. If any two workers' calls differ, two
+// neighbours' do, and both wait past kStalledCallAfter: every worker fails within about
+// kStalledCallAfter and a slice of the first. A call that is only slow (large, or waiting
 // for a late worker) costs each worker one notice; a call that ends sooner, nothing.
 //
 // A worker whose part of a call is only sends that leave eagerly (a broadcast's root, a gather's
 // non-roots, on UCX or TCP) ends that call before the others enter theirs and goes on to its
 // next: when their calls differ there, the workers wait at different points of their sequence.
-// So each worker remembers its last kKeepBehind calls, and a notice of an earlier call than the
-// one it waits in is compared with the call this worker made then: if they differ, it fails as
-// above, and tells the others of that earlier call's finding, which fails the workers still in
-// it and those past it alike (a call after a failed one cannot finish). Going around the ring of
-// workers from one stuck in an earlier call, some worker's right neighbour is further along: it
-// gets the notice.
+// So each worker remembers its calls back to kKeepBehind before the latest, and a notice of an
+// earlier call than the one it waits in is compared with the call this worker made then: if they
+// differ, it fails as above, and tells the others of that earlier call's finding, which fails the
+// workers still in it and those past it alike (a call after a failed one cannot finish). Going
+// around the ring of workers from one stuck in an earlier call, some worker's right neighbour is
+// further along: it gets the notice.
 //
 // Notices travel on one tag for all calls (MakeTag(0, kStallNoticeStep)) and carry their call's
 // seq. StallNotices, one per communicator, takes them in as they come and keeps them by call, so
@@ -97,7 +97,8 @@ class StallNotices {
   // Sends `notice` to transport rank `peer`. A transport that refuses (poisoned) is ignored: the
   // call fails on its own then.
   void Send(int peer, const StallNotice& notice);
-  // Remembers that this worker made `call` as call `seq` (the last kKeepBehind calls are kept).
+  // Remembers that this worker made `call` as call `seq` (kept while calls up to seq + kKeepBehind
+  // are made).
   void Remember(uint32_t seq, const AgreementCall& call);
   // The call this worker made as call `seq`, if it is among those remembered.
   std::optional<AgreementCall> Recall(uint32_t seq);
@@ -133,7 +134,8 @@ class StallNotices {
     bool made = false;
     AgreementCall call;
   };
-  std::array<Made, kKeepBehind> made_{};  // at seq % kKeepBehind; guarded by mu_
+  static constexpr uint32_t kMade = kKeepBehind + 1;
+  std::array<Made, kMade> made_{};  // at seq % kMade; guarded by mu_
   struct Sent {
     std::unique_ptr<StallNotice> notice;
     Request request;

@@ -87,7 +87,10 @@ TEST_F(StallNoticesTest, ReturnsTheNoticesOfEarlierCallsThatDifferFromThoseThisW
   EXPECT_FALSE(notices_.Recall(20 - StallNotices::kKeepBehind).has_value());
   ASSERT_TRUE(notices_.Recall(22).has_value());
   EXPECT_EQ(notices_.Recall(22)->count, 22u);
-  notices_.Remember(20 + StallNotices::kKeepBehind, Call(7, 0));  // takes call 20's place
+  // Call 20 is remembered while calls up to kKeepBehind after it are made.
+  notices_.Remember(20 + StallNotices::kKeepBehind, Call(7, 0));
+  EXPECT_TRUE(notices_.Recall(20).has_value());
+  notices_.Remember(21 + StallNotices::kKeepBehind, Call(7, 0));
   EXPECT_FALSE(notices_.Recall(20).has_value());
 
   Send(CallNotice(21, Call(21, 1)));   // the same as this worker's call 21
