@@ -17,8 +17,8 @@
 #include <cstring>
 #include <ctime>
 #include <new>
-#include <thread>
 
+#include "collective/algorithms/collective_call.h"
 #include "collective/algorithms/stalled_call_check.h"
 #include "collective/kernels/reduce.h"
 #include "collective/same_host.h"
@@ -347,6 +347,8 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
   return Status::Ok();
 }
 
+std::string SharedMemoryGroup::RankName(int r) const { return WorkerName(JobRank(r)); }
+
 Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
   return AllreduceDisagreement("shared-memory all-reduce", RankName(differ[0].rank),
                                DescribeAllreduceCall(differ[0]), DescribeAllreduceCall(differ[1]));
@@ -356,7 +358,7 @@ Status SharedMemoryGroup::OutOfStep(const AgreementCall& peer_call, uint32_t the
                                     const AllreduceOptions& options) {
   if (options.stall_check != nullptr)
     COHORT_RETURN_IF_ERROR(options.stall_check->Met(theirs, peer_call));
-  return InvalidArgument("shared-memory all-reduce: worker " + std::to_string(peer_call.rank) +
+  return InvalidArgument("shared-memory all-reduce: " + WorkerName(peer_call.rank) +
                          " is in its call #" + std::to_string(theirs) +
                          ", this worker in its call #" + std::to_string(mine) +
                          " (every worker must make the same collective calls, in the same order: "

@@ -113,7 +113,7 @@ class SharedMemoryGroup {
   std::vector<int> job_ranks_;
   int JobRank(int r) const { return job_ranks_.empty() ? r : job_ranks_[r]; }
   // "worker 3": how errors name rank `r` of the group, by its job rank.
-  std::string RankName(int r) const { return "worker " + std::to_string(JobRank(r)); }
+  std::string RankName(int r) const;
   std::vector<Segment*> segments_;  // mapped, one per worker (this worker's own at rank_)
   std::vector<int> pids_;
   uint64_t round_ = 0;  // slots started, over every call
