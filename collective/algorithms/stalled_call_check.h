@@ -116,7 +116,12 @@ class StallNotices {
   int num_workers() const { return num_workers_; }
 
   static constexpr uint32_t kKeepAhead = 8;
-  static constexpr uint32_t kKeepBehind = 16;
+  // A worker gets ahead only by calls whose every send left eagerly (small ones, each a message
+  // waiting at its receivers), but a script can make many: a loop of broadcasts over a model's
+  // small tensors (norms, biases) that one rank runs and the others do not. 1024 calls are
+  // remembered (32 bytes each, 32 KiB a communicator); a worker further ahead than that is not
+  // recognised, and such calls wait for the deadline.
+  static constexpr uint32_t kKeepBehind = 1024;
 
  private:
   // Takes in what has come, keeping notices of calls seq - kKeepBehind .. seq + kKeepAhead.

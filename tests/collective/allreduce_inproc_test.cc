@@ -330,7 +330,8 @@ TEST(CollectiveAgreementTest, WorkersInCallsOfDifferentCollectivesAllFailQuoting
 // call while the others are still in that one: when their calls differ there, the workers wait at
 // different points of their sequence and never meet. The stall notices still fail every worker
 // with kInvalidArgument quoting the other side's call, long before the 60 s deadline (the error is
-// not kDeadlineExceeded); the worker ahead names how many calls back the two differ. On one host
+// not kDeadlineExceeded); the worker ahead names how many calls back the two differ, up to as many
+// as the workers remember (StallNotices::kKeepBehind). On one host
 // the shared-memory all-reduce, which keeps no calls apart by their place in the sequence, would
 // let the worker ahead's all-reduce meet the others' (of the same size): it compares those places
 // too, and fails the same way at once; in the hierarchical all-reduce (two hosts of two) the
@@ -376,6 +377,12 @@ TEST(CollectiveAgreementTest,
        "gather of 4 f32 to root 0", "barrier"},
       {"three broadcasts' root", 2, 0, 3, broadcast, allreduce, "broadcast of 8 f32 from root 0",
        "all-reduce of 1000 f32 (sum)"},
+      // As far ahead as the workers remember (16 calls were, before 2026-12-07).
+      {std::to_string(StallNotices::kKeepBehind) + " broadcasts' root", 3, 0,
+       static_cast<int>(StallNotices::kKeepBehind), broadcast, allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)"},
+      {"40 broadcasts' root, shared memory", 3, 0, 40, broadcast, allreduce,
+       "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", "aaa"},
       {"broadcast's root, shared memory", 3, 0, 1, broadcast, allreduce,
        "broadcast of 8 f32 from root 0", "all-reduce of 1000 f32 (sum)", "aaa"},
       {"two gathers' non-root, shared memory", 4, 1, 2, gather, allreduce,

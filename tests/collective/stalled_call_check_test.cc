@@ -57,23 +57,24 @@ class StallNoticesTest : public ::testing::Test {
 // Take(seq) returns the notices of that call and keeps those of seq - kKeepBehind ..
 // seq + kKeepAhead for later; older and farther ones are dropped.
 TEST_F(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
-  constexpr uint32_t kOldest = 100 - StallNotices::kKeepBehind;
-  constexpr uint32_t kFarthest = 100 + StallNotices::kKeepAhead;
+  constexpr uint32_t kNow = 100 + StallNotices::kKeepBehind;
+  constexpr uint32_t kOldest = kNow - StallNotices::kKeepBehind;
+  constexpr uint32_t kFarthest = kNow + StallNotices::kKeepAhead;
   // Kept: the call before may still be in flight, a worker behind or ahead may be there.
-  for (uint32_t seq : {99u, kOldest, kFarthest, kOldest - 1, kFarthest + 1}) {
+  for (uint32_t seq : {kNow - 1, kOldest, kFarthest, kOldest - 1, kFarthest + 1}) {
     Send(CallNotice(seq, Call(seq, 1)));
-    Send(CallNotice(100, Call(100, 1)));
-    auto now = notices_.Take(100);
+    Send(CallNotice(kNow, Call(kNow, 1)));
+    auto now = notices_.Take(kNow);
     ASSERT_TRUE(now.ok()) << now.status().ToString();
     ASSERT_EQ(now->size(), 1u);
-    EXPECT_EQ((*now)[0].calls[0].count, 100u);
+    EXPECT_EQ((*now)[0].calls[0].count, kNow);
     auto later = notices_.Take(seq);
     ASSERT_TRUE(later.ok());
     const bool kept = seq >= kOldest && seq <= kFarthest;
     ASSERT_EQ(later->size(), kept ? 1u : 0u) << "seq " << seq;
     if (kept) EXPECT_EQ((*later)[0].calls[0].count, seq);
   }
-  auto none = notices_.Take(100);
+  auto none = notices_.Take(kNow);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
 }
@@ -84,7 +85,7 @@ TEST_F(StallNoticesTest, KeepsTheNoticesOfCallsInFlightAndDropsTheRest) {
 // call it does not remember, is not returned.
 TEST_F(StallNoticesTest, ReturnsTheNoticesOfEarlierCallsThatDifferFromThoseThisWorkerMade) {
   for (uint32_t seq = 20; seq < 25; ++seq) notices_.Remember(seq, Call(seq, 0));
-  EXPECT_FALSE(notices_.Recall(20 - StallNotices::kKeepBehind).has_value());
+  EXPECT_FALSE(notices_.Recall(19).has_value());  // never made
   ASSERT_TRUE(notices_.Recall(22).has_value());
   EXPECT_EQ(notices_.Recall(22)->count, 22u);
   // Call 20 is remembered while calls up to kKeepBehind after it are made.
