@@ -1998,20 +1998,24 @@ def scenario_mismatch_collectives():
         "barrier against allreduce")
 
 
-def scenario_mismatch_order():
-    # The root's broadcast sends and ends without waiting for the others: rank 0 is in its second
-    # call while the others are in their first.
+def scenario_mismatch_order(ahead=1):
+    # The root's broadcasts send and end without waiting for the others: rank 0 is in call
+    # `ahead` + 1 while the others are in their first (ahead=40: a loop of broadcasts that only
+    # rank 0 runs, as a script that restores state on rank 0 only might).
     def calls(torch, dist, rank):
         if rank == 0:
-            dist.broadcast(torch.ones(8), src=0)
+            for _ in range(ahead):
+                dist.broadcast(torch.ones(8), src=0)
             dist.all_reduce(torch.ones(1000))
         else:
             dist.all_reduce(torch.ones(1000))
-            dist.broadcast(torch.ones(8), src=0)
+            for _ in range(ahead):
+                dist.broadcast(torch.ones(8), src=0)
 
+    back = f"{ahead} call{'s' if ahead > 1 else ''} before this one"
     return expect_disagreement(
         calls, lambda rank: (["called all-reduce of 1000 f32 (sum) where this worker called broadcast of",
-                              "1 call before this one"] if rank == 0 else
+                              back] if rank == 0 else
                              ["the workers disagree", "called broadcast of"]),
         "broadcast and allreduce in different orders")
 
@@ -3082,6 +3086,7 @@ SCENARIOS = {
     "mismatch-collectives-reducers": (3, 2, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_collectives),
     "mismatch-order": (3, 0, {}, (), scenario_mismatch_order),
     "mismatch-order-tcp": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_order),
+    "mismatch-order-far": (3, 0, {}, (), lambda: scenario_mismatch_order(ahead=40)),
     "mismatch-order-reducers": (3, 2, {"UCX_TLS": "tcp,self", "COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                 scenario_mismatch_order),
     "mismatch-roots": (3, 0, {}, (), scenario_mismatch_roots),
