@@ -72,7 +72,9 @@ struct CallHeader {
   int32_t root = -1;  // or the user's tag (point-to-point)
   uint64_t count = 0;
 };
-static_assert(sizeof(CallHeader) == 24, "CallHeader travels as raw bytes");
+static_assert(
+    sizeof(CallHeader) == 24,
+    "CallHeader travels as raw bytes: a change of it is a new kCollectiveProtocol (protocol.h)");
 
 // A header for this worker's side of a call.
 CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataType type,

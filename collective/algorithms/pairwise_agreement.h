@@ -74,7 +74,9 @@ struct AgreementHeader {
   // Two workers whose calls differ, known to the sender; differ[0].rank < 0: it knows of none.
   AgreementCall differ[2];
 };
-static_assert(sizeof(AgreementHeader) == 88, "AgreementHeader travels as raw bytes");
+static_assert(sizeof(AgreementHeader) == 88,
+              "AgreementHeader travels as raw bytes: a change of it is a new kCollectiveProtocol "
+              "(protocol.h)");
 
 // The agreement state of one worker in one call. Not copyable (the transport holds pointers into
 // its buffers); destroy it only after Finish, or after an error.

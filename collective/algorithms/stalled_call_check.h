@@ -78,7 +78,9 @@ struct StallNotice {
   // kCall: calls[0] is the sender's. kDisagreement: two workers' calls that differ.
   AgreementCall calls[2];
 };
-static_assert(sizeof(StallNotice) == 64, "StallNotice travels as raw bytes");
+static_assert(
+    sizeof(StallNotice) == 64,
+    "StallNotice travels as raw bytes: a change of it is a new kCollectiveProtocol (protocol.h)");
 
 // The notices of one communicator's transport: sent without waiting (the sends are reaped later),
 // taken in as they come and kept by call. Thread safety: every method may be called from any

@@ -16,8 +16,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "collective/protocol.h"
 #include "collective/transport/ucx/ucx_support.h"
 #include "tests/testing/process.h"
 #include "tests/testing/scoped_env.h"
@@ -488,28 +490,44 @@ TEST(UcxReleaseTest, ConnectWithinOneMinorRelease) {
   EXPECT_EQ(v1_13_1.ToString(), "1.13.1");
 }
 
-// A published address carries the publisher's release; one without the line (a peer of a Cohort
-// before it) still decodes, with no release; a release line that is not one is malformed.
-TEST(UcxReleaseTest, PublishedAddressCarriesTheRelease) {
+// A published address carries the publisher's UCX release and collective protocol. One without
+// the release line (a peer of a Cohort before it) still decodes, with neither; one whose release
+// line names no protocol (a Cohort before protocol 1), with the release alone. A release line
+// that is not one is malformed; so is a protocol that is not a number.
+TEST(UcxReleaseTest, PublishedAddressCarriesTheReleaseAndTheProtocol) {
   const std::string worker_address("\x01\n\x02ucx \n", 8);  // bytes, newlines among them
-  int pid = 0;
-  std::string host, address;
-  std::optional<UcxRelease> release;
-  ASSERT_TRUE(DecodeAddress(EncodeAddress(worker_address), &pid, &host, &release, &address));
-  EXPECT_EQ(pid, static_cast<int>(::getpid()));
-  ASSERT_TRUE(release.has_value());
-  EXPECT_EQ(release->ToString(), LoadedUcxRelease().ToString());
-  EXPECT_EQ(address, worker_address);
+  std::optional<PublishedAddress> got = DecodeAddress(EncodeAddress(worker_address));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->pid, static_cast<int>(::getpid()));
+  ASSERT_TRUE(got->ucx_release.has_value());
+  EXPECT_EQ(got->ucx_release->ToString(), LoadedUcxRelease().ToString());
+  EXPECT_EQ(got->protocol, kCollectiveProtocol);
+  EXPECT_EQ(got->ucx_address, worker_address);
 
-  ASSERT_TRUE(DecodeAddress("42\nhost-a\n" + worker_address, &pid, &host, &release, &address));
-  EXPECT_EQ(pid, 42);
-  EXPECT_EQ(host, "host-a");
-  EXPECT_FALSE(release.has_value());
-  EXPECT_EQ(address, worker_address);
+  got = DecodeAddress("42\nhost-a\n" + worker_address);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->pid, 42);
+  EXPECT_EQ(got->host, "host-a");
+  EXPECT_FALSE(got->ucx_release.has_value());
+  EXPECT_FALSE(got->protocol.has_value());
+  EXPECT_EQ(got->ucx_address, worker_address);
 
-  EXPECT_FALSE(
-      DecodeAddress("42\nhost-a\nucx 1.x\n" + worker_address, &pid, &host, &release, &address));
-  EXPECT_FALSE(DecodeAddress("42\nhost-a\nucx 1.13.1", &pid, &host, &release, &address));
+  got = DecodeAddress("42\nhost-a\nucx 1.13.1\n" + worker_address);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->ucx_release->ToString(), "1.13.1");
+  EXPECT_FALSE(got->protocol.has_value());
+  EXPECT_EQ(got->ucx_address, worker_address);
+
+  got = DecodeAddress("42\nhost-a\nucx 1.13.1 protocol 12\n" + worker_address);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->protocol, 12u);
+
+  for (const std::string bad :
+       {"ucx 1.x\n", "ucx 1.13.1 protocol\n", "ucx 1.13.1 protocol 2x\n",
+        "ucx 1.13.1 protocol -1\n", "ucx 1.13.1 protocol 99999999999\n", "ucx 1.13 protocol 1\n"}) {
+    EXPECT_FALSE(DecodeAddress("42\nhost-a\n" + bad + worker_address).has_value()) << bad;
+  }
+  EXPECT_FALSE(DecodeAddress("42\nhost-a\nucx 1.13.1").has_value());
 }
 
 // A peer on another minor release of UCX (1.0, which no UCX this builds with is) is refused by name
@@ -531,6 +549,34 @@ TEST(UcxTransportTcpTest, PeerOnAnotherMinorReleaseIsRefusedByName) {
                                   LoadedUcxRelease().ToString()),
             std::string::npos)
       << status.ToString();
+}
+
+// A peer of another collective protocol, or of a Cohort from before protocol 1 (its address names
+// none), is refused by name before UCX is handed its address: the two builds' messages differ.
+TEST(UcxTransportTcpTest, PeerOfAnotherCollectiveProtocolIsRefusedByName) {
+  ScopedTls tls("tcp");
+  const std::string release = LoadedUcxRelease().ToString();
+  const std::string mine = " and worker 0 protocol " + std::to_string(kCollectiveProtocol) + ": ";
+  for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
+           {"ucx " + release + " protocol " + std::to_string(kCollectiveProtocol + 1),
+            "reducer 1 speaks collective protocol " + std::to_string(kCollectiveProtocol + 1) +
+                mine},
+           {"ucx " + release, "reducer 1 runs a Cohort from before collective protocol 1" + mine},
+       }) {
+    SCOPED_TRACE(line);
+    InMemoryBootstrap bootstrap;
+    ASSERT_TRUE(bootstrap.Put("cohort/addr/1", "1\nelsewhere\n" + line + "\nnot an address").ok());
+    UcxTransportOptions options;
+    options.connect_timeout = milliseconds(20000);
+    options.rank_name = [](int rank) {
+      return (rank == 0 ? "worker " : "reducer ") + std::to_string(rank);
+    };
+    Status status;
+    auto t = Connect(bootstrap, 0, options, &status);
+    ASSERT_EQ(t, nullptr);
+    EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
+    EXPECT_NE(status.message().find(want), std::string::npos) << status.ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tls, UcxTransportTest, ::testing::Values("tcp", "sm"),

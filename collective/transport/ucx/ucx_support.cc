@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "collective/protocol.h"
 #include "collective/same_host.h"
 
 namespace cohort::collective {
@@ -26,6 +27,7 @@ Status FromUcs(ucs_status_t status, const std::string& what) {
 namespace {
 
 constexpr char kReleaseLine[] = "ucx ";
+constexpr char kProtocolWord[] = " protocol ";
 
 // "1.13.1" as a release; empty when it is not three numbers.
 std::optional<UcxRelease> ParseRelease(const std::string& text) {
@@ -35,6 +37,15 @@ std::optional<UcxRelease> ParseRelease(const std::string& text) {
     return std::nullopt;
   }
   return r;
+}
+
+// "7" as a protocol; empty when it is not a decimal number that fits.
+std::optional<uint32_t> ParseProtocol(const std::string& text) {
+  if (text.empty() || text.size() > 9 ||
+      text.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(std::stoul(text));
 }
 
 }  // namespace
@@ -64,29 +75,35 @@ bool UcxReleasesConnect(const UcxRelease& a, const UcxRelease& b) {
 
 std::string EncodeAddress(const std::string& ucx_address) {
   return std::to_string(getpid()) + "\n" + HostIdentity() + "\n" + kReleaseLine +
-         LoadedUcxRelease().ToString() + "\n" + ucx_address;
+         LoadedUcxRelease().ToString() + kProtocolWord + std::to_string(kCollectiveProtocol) +
+         "\n" + ucx_address;
 }
 
-bool DecodeAddress(const std::string& value, int* pid, std::string* host,
-                   std::optional<UcxRelease>* ucx_release, std::string* ucx_address) {
+std::optional<PublishedAddress> DecodeAddress(const std::string& value) {
   const auto a = value.find('\n');
-  if (a == std::string::npos) return false;
+  if (a == std::string::npos) return std::nullopt;
   const auto b = value.find('\n', a + 1);
-  if (b == std::string::npos) return false;
-  *pid = std::atoi(value.substr(0, a).c_str());
-  *host = value.substr(a + 1, b - a - 1);
-  ucx_release->reset();
+  if (b == std::string::npos) return std::nullopt;
+  PublishedAddress out;
+  out.pid = std::atoi(value.substr(0, a).c_str());
+  out.host = value.substr(a + 1, b - a - 1);
   size_t rest = b + 1;
   if (value.compare(rest, sizeof(kReleaseLine) - 1, kReleaseLine) == 0) {
     const auto c = value.find('\n', rest);
-    if (c == std::string::npos) return false;
-    const size_t start = rest + sizeof(kReleaseLine) - 1;
-    *ucx_release = ParseRelease(value.substr(start, c - start));
-    if (!*ucx_release) return false;
+    if (c == std::string::npos) return std::nullopt;
+    std::string line =
+        value.substr(rest + sizeof(kReleaseLine) - 1, c - rest - sizeof(kReleaseLine) + 1);
+    if (const auto p = line.find(kProtocolWord); p != std::string::npos) {
+      out.protocol = ParseProtocol(line.substr(p + sizeof(kProtocolWord) - 1));
+      if (!out.protocol) return std::nullopt;
+      line.resize(p);
+    }
+    out.ucx_release = ParseRelease(line);
+    if (!out.ucx_release) return std::nullopt;
     rest = c + 1;
   }
-  *ucx_address = value.substr(rest);
-  return true;
+  out.ucx_address = value.substr(rest);
+  return out;
 }
 
 bool PeerFailureTransportsEnabled() {

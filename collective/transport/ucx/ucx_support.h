@@ -4,6 +4,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -33,12 +34,24 @@ std::string DescribeLoadedUcx();
 // side makes an endpoint; COHORT_UCX_RELEASE_CHECK=0 makes it a warning.
 bool UcxReleasesConnect(const UcxRelease& a, const UcxRelease& b);
 
-// The value a rank publishes: "<pid>\n<host identity>\nucx <release>\n<UCX worker address bytes>".
+// The value a rank publishes: "<pid>\n<host identity>\nucx <release> protocol <collective
+// protocol>\n<UCX worker address bytes>" (protocol.h). The protocol shares the release's line so
+// that a Cohort from before it, which reads three numbers there, refuses the value as malformed
+// instead of connecting.
 std::string EncodeAddress(const std::string& ucx_address);
-// Splits a published value; false when it is malformed. *ucx_release is empty for a value without
-// the release line (a peer of a Cohort before it), whose release cannot be checked.
-bool DecodeAddress(const std::string& value, int* pid, std::string* host,
-                   std::optional<UcxRelease>* ucx_release, std::string* ucx_address);
+// A published value, split.
+struct PublishedAddress {
+  int pid = 0;
+  std::string host;
+  // Empty for a value without the release line (a peer of a Cohort before it), whose release
+  // cannot be checked.
+  std::optional<UcxRelease> ucx_release;
+  // Empty for a value whose release line names none (a Cohort before protocol 1).
+  std::optional<uint32_t> protocol;
+  std::string ucx_address;
+};
+// Splits a published value; empty when it is malformed.
+std::optional<PublishedAddress> DecodeAddress(const std::string& value);
 
 // Whether UCX_TLS leaves UCX a transport that can report a dead peer (tcp or an RDMA one). With
 // only shared memory, asking for the peer error mode fails (and UCX logs an error), so same-host

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <vector>
 
+#include "collective/protocol.h"
 #include "collective/same_host.h"
 #include "collective/transport/ucx/tcp_ack_flusher.h"
 #include "collective/transport/ucx/ucx_reaper.h"
@@ -281,12 +282,11 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
       }
       return addr.status().WithContext("reading the address of " + options_.rank_name(peer));
     }
-    int pid = 0;
-    std::string host, ucx_address;
-    std::optional<UcxRelease> peer_release;
-    if (!DecodeAddress(*addr, &pid, &host, &peer_release, &ucx_address)) {
+    const std::optional<PublishedAddress> published = DecodeAddress(*addr);
+    if (!published) {
       return DataLoss("the address " + options_.rank_name(peer) + " published is malformed");
     }
+    const std::optional<UcxRelease>& peer_release = published->ucx_release;
     if (peer_release && !UcxReleasesConnect(*peer_release, my_release)) {
       const std::string what = options_.rank_name(peer) + " runs UCX " + peer_release->ToString() +
                                " and " + options_.rank_name(rank_) + " " + DescribeLoadedUcx();
@@ -300,13 +300,25 @@ Status UcxTransportImpl::Init(Bootstrap& bootstrap) {
             "or set COHORT_UCX_RELEASE_CHECK=0 to try anyway");
       }
     }
-    if (host == my_host) peer_pid_[peer] = pid;
+    if (published->protocol != kCollectiveProtocol) {
+      const std::string theirs =
+          published->protocol
+              ? " speaks collective protocol " + std::to_string(*published->protocol)
+              : " runs a Cohort from before collective protocol 1";
+      return FailedPrecondition(
+          options_.rank_name(peer) + theirs + " and " + options_.rank_name(rank_) + " protocol " +
+          std::to_string(kCollectiveProtocol) +
+          ": their messages differ; run the job's processes, its reducers too, on one Cohort "
+          "release");
+    }
+    const std::string& host = published->host;
+    if (host == my_host) peer_pid_[peer] = published->pid;
     placement_.hosts[peer] = host;
     ep_args_[peer] = std::make_unique<EpArg>(EpArg{this, peer});
     ucp_ep_params_t ep_params{};
     ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS |
                            UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep_params.address = reinterpret_cast<const ucp_address_t*>(ucx_address.data());
+    ep_params.address = reinterpret_cast<const ucp_address_t*>(published->ucx_address.data());
     // Same-host peers: mode none whenever shared memory may be used (see
     // SharedMemoryTransportsEnabled); their death is noticed by PID instead.
     ep_params.err_mode = peer_pid_[peer] != 0 && (shm_tls || !peer_failure_tls)
