@@ -1,5 +1,7 @@
 #include "collective/algorithms/reduction_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
@@ -13,6 +15,49 @@ namespace cohort::collective {
 namespace {
 
 size_t ChunkElems(size_t chunk_bytes, size_t es) { return std::max<size_t>(1, chunk_bytes / es); }
+
+// What a reducer takes from a worker's round header before it serves the round: a kind a worker
+// sends, a reduction, a wire type and a window that workers make, chunks of whole elements no
+// larger than the call (or 4096 elements: ReductionServerChunkBytes gives no more), and few
+// enough chunks that their tags' steps stay below the verdict's. kDataLoss naming the field.
+Status CheckRoundHeader(const RoundHeader& h) {
+  auto bad = [](const std::string& what) { return DataLoss("round header: " + what); };
+  if (h.kind != RoundHeader::kRound && h.kind != RoundHeader::kStop)
+    return bad("kind " + std::to_string(h.kind) + " is not one a worker sends");
+  if (h.kind == RoundHeader::kStop) return Status::Ok();
+  const auto type = static_cast<DataType>(h.type);
+  if (Status s = CheckReduction("round header", type, static_cast<ReduceOp>(h.op)); !s.ok())
+    return DataLoss(s.message());
+  const auto wire = static_cast<DataType>(h.wire_type);
+  if (wire != type &&
+      !(type == DataType::kF32 && (wire == DataType::kBF16 || wire == DataType::kF16)))
+    return bad("wire type " + std::to_string(h.wire_type) + " for " +
+               std::string(DataTypeName(type)));
+  if (h.window < 1 || h.window > kMaxRoundWindow)
+    return bad("window " + std::to_string(h.window) + " (1 to " + std::to_string(kMaxRoundWindow) +
+               ")");
+  const size_t es = DataTypeSize(type);
+  if (h.count > std::numeric_limits<uint64_t>::max() / es)
+    return bad("count " + std::to_string(h.count) + " of " + std::to_string(es) + "-byte elements");
+  if (h.chunk_bytes < es || h.chunk_bytes % es != 0 ||
+      h.chunk_bytes / es > std::max<uint64_t>(h.count, 4096)) {
+    return bad("chunks of " + std::to_string(h.chunk_bytes) + " bytes for " +
+               std::to_string(h.count) + " elements of " + std::to_string(es) + " bytes");
+  }
+  const uint64_t chunks = (h.count + h.chunk_bytes / es - 1) / (h.chunk_bytes / es);
+  if (chunks + 1 >= kVerdictStep)
+    return bad(std::to_string(chunks) + " chunks (fewer than " + std::to_string(kVerdictStep - 1) +
+               ")");
+  return Status::Ok();
+}
+
+// This machine's memory, in bytes (ReductionServerOptions::max_round_bytes of 0).
+size_t PhysicalMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<size_t>::max();
+  return static_cast<size_t>(pages) * static_cast<size_t>(page);
+}
 
 }  // namespace
 
@@ -112,7 +157,7 @@ Status ReductionServerCall::State::Start() {
 
   header.type = static_cast<uint8_t>(options.type);
   header.op = static_cast<uint8_t>(options.op);
-  header.window = static_cast<uint8_t>(std::clamp(options.window, 1, 64));
+  header.window = static_cast<uint8_t>(std::clamp(options.window, 1, kMaxRoundWindow));
   header.seq = options.seq;
   header.count = options.count;
   header.chunk_bytes = chunk_elems * es;
@@ -313,6 +358,8 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         headers[w] = incoming_[w];
         if (headers[w].magic != RoundHeader::kMagic)
           return DataLoss("reducer: bad round header from worker " + std::to_string(w));
+        if (Status s = CheckRoundHeader(headers[w]); !s.ok())
+          return s.WithContext("reducer: worker " + std::to_string(w));
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
       }
     }
@@ -428,27 +475,31 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   const int m = options_.num_reducers;
   const auto type = static_cast<DataType>(header.type);
   const auto op = static_cast<ReduceOp>(header.op);
-  if (Status s = CheckReduction("reducer: round header", type, op); !s.ok()) {
-    return DataLoss(s.message());
-  }
   const auto wire = static_cast<DataType>(header.wire_type);
   const bool compressed = wire != type;
-  if (compressed &&
-      !(type == DataType::kF32 && (wire == DataType::kBF16 || wire == DataType::kF16))) {
-    return DataLoss("reducer: bad wire type in round header");
-  }
   const size_t es = DataTypeSize(type);
   const size_t wes = DataTypeSize(wire);
   const size_t chunk_elems = ChunkElems(header.chunk_bytes, es);
   const size_t num_chunks = (header.count + chunk_elems - 1) / chunk_elems;
-  const int window = std::max<int>(1, header.window);
+  const int window = header.window;
   const Deadline deadline = SteadyClock::now() + options_.round_timeout;
 
-  // The chunks this reducer owns, in order.
-  std::vector<size_t> owned;
-  for (size_t c = index_; c < num_chunks; c += m) owned.push_back(c);
-  if (owned.empty()) return Status::Ok();
-  const int slots = std::min<int>(window, static_cast<int>(owned.size()));
+  // The chunks this reducer owns, in order: index_, index_ + m, ...
+  const size_t num_owned = num_chunks > static_cast<size_t>(index_)
+                               ? (num_chunks - static_cast<size_t>(index_) + m - 1) / m
+                               : 0;
+  auto owned = [&](size_t j) { return static_cast<size_t>(index_) + j * m; };
+  if (num_owned == 0) return Status::Ok();
+  const int slots = static_cast<int>(std::min<size_t>(window, num_owned));
+  const size_t limit =
+      options_.max_round_bytes > 0 ? options_.max_round_bytes : PhysicalMemoryBytes();
+  if (chunk_elems * wes > limit / n / static_cast<size_t>(slots)) {
+    return ResourceExhausted("reducer " + std::to_string(index_) + ": a round of " +
+                             std::to_string(n) + " workers, " + std::to_string(slots) +
+                             " chunks in flight of " + std::to_string(chunk_elems * wes) +
+                             " bytes each needs more than the " + std::to_string(limit) +
+                             " bytes this reducer may take (lower the chunk size or the window)");
+  }
   buffers_.resize(static_cast<size_t>(window) * n);
   for (int s = 0; s < slots; ++s) {
     for (int w = 0; w < n; ++w) {
@@ -465,7 +516,7 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
   std::vector<std::vector<Request>> recvs(slots);
   for (int s = 0; s < slots; ++s) recvs[s].resize(n);
   auto post_recvs = [&](size_t j) -> Status {
-    const size_t c = owned[j];
+    const size_t c = owned(j);
     const Tag tag = MakeTag(header.seq, 1 + static_cast<uint32_t>(c));
     for (int w = 0; w < n; ++w) {
       auto recv = transport_.Irecv(w, tag, MutableBytes{buf(j, w), chunk_bytes(c)});
@@ -491,17 +542,17 @@ Status ReductionServer::ServeRound(const RoundHeader& header) {
     Pending& f = sends.front();
     COHORT_RETURN_IF_ERROR(Blame(f.w, f.req.Wait(deadline))
                                .WithContext("reducer " + std::to_string(index_) +
-                                            ": returning chunk " + std::to_string(owned[f.j])));
+                                            ": returning chunk " + std::to_string(owned(f.j))));
     const bool last = f.last;
     const size_t j = f.j;
     sends.pop_front();
-    if (last && j + slots < owned.size()) COHORT_RETURN_IF_ERROR(post_recvs(j + slots));
+    if (last && j + slots < num_owned) COHORT_RETURN_IF_ERROR(post_recvs(j + slots));
     return Status::Ok();
   };
 
   for (int j = 0; j < slots; ++j) COHORT_RETURN_IF_ERROR(post_recvs(j));
-  for (size_t j = 0; j < owned.size(); ++j) {
-    const size_t c = owned[j];
+  for (size_t j = 0; j < num_owned; ++j) {
+    const size_t c = owned(j);
     const size_t elems = chunk_bytes(c) / wes;
     // Sum in worker-rank order: deterministic regardless of arrival order. Compressed: in float32,
     // rounded to the wire type once, into worker 0's buffer, which goes back.

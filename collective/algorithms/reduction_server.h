@@ -16,7 +16,11 @@
 //
 // Protocol per round: every worker sends each reducer a RoundHeader (count, type, op, chunk size,
 // sequence number, wire type) on a fixed header tag, then its chunks on tags (seq, 1 + chunk). A
-// header of kind kStop ends the reducer's service for this communicator generation.
+// header of kind kStop ends the reducer's service for this communicator generation. A header no
+// worker makes (a kind, type, window or chunk size out of range, or more chunks than tags) ends
+// it with kDataLoss naming the worker and the field, and a round whose buffers would take more
+// than ReductionServerOptions::max_round_bytes with kResourceExhausted, before anything is
+// allocated for it.
 //
 // Agreement: each worker gets one verdict per reducer and round, on tag (seq, kVerdictStep). Once a
 // reducer has every worker's header it compares them: if they differ it answers each worker at
@@ -75,6 +79,9 @@ namespace cohort::collective {
 // headers' (collective_call.h); data chunks use steps 1..kVerdictStep-1.
 constexpr uint32_t kHeaderStep = (1u << kTagStepBits) - 1;
 constexpr uint32_t kVerdictStep = (1u << kTagStepBits) - 4;
+// The most chunks per reducer a worker keeps in flight (RoundHeader::window; AllreduceOptions::
+// window is clamped to it).
+constexpr int kMaxRoundWindow = 64;
 
 struct RoundHeader {
   static constexpr uint32_t kMagic = 0x43524f55;  // "CROU"
@@ -91,7 +98,9 @@ struct RoundHeader {
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
 };
-static_assert(sizeof(RoundHeader) == 32, "RoundHeader travels as raw bytes");
+static_assert(
+    sizeof(RoundHeader) == 32,
+    "RoundHeader travels as raw bytes: a change of it is a new kCollectiveProtocol (protocol.h)");
 
 // Worker side; called by every worker with the same arguments (data aside). Send, then Finish,
 // of a ReductionServerCall.
@@ -155,6 +164,9 @@ struct ReductionServerOptions {
   std::chrono::milliseconds poll_interval{100};
   // How long a reducer that lost a worker may linger telling the others (see Failures).
   std::chrono::milliseconds failure_linger{30000};
+  // The most a round's chunk buffers (window x workers x chunk) may take; a round that needs
+  // more fails with kResourceExhausted before anything is allocated. 0: this machine's memory.
+  size_t max_round_bytes = 0;
 };
 
 // ReductionServer is the reducer side: it owns the reducer's chunk buffers and serves rounds on a
@@ -173,7 +185,8 @@ class ReductionServer {
   uint64_t rounds() const { return rounds_; }
 
  private:
-  // Serves one round; a failure caused by one worker sets lost_worker_ to it.
+  // Serves one round (of a header CheckRoundHeader passed); a failure caused by one worker sets
+  // lost_worker_ to it.
   Status ServeRound(const RoundHeader& header);
   // `s`, after noting that worker `w` caused it (when it is an error), or rather a worker the
   // transport knows to be gone (then kUnavailable).

@@ -2,7 +2,12 @@
 // messages, make every survivor return an error no later than its deadline; nothing hangs.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "collective/algorithms/recursive_doubling.h"
 #include "collective/algorithms/reduction_server.h"
@@ -314,6 +319,76 @@ TEST(FaultTest, SlowPeerStillFinishes) {
   plan.on_death = [] {};
   auto out = RunWithFault(3, 0, 1, plan, 2);
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(out[r].status.ok()) << out[r].status.ToString();
+}
+
+// A round header that no worker makes (another build's, or garbage) fails the reducer at once with
+// an error naming the worker and what is wrong, before the reducer allocates or waits for
+// anything by it: a header whose count or chunk would have it allocate more than it may fails
+// with kResourceExhausted. (Before 2026-12-07 these were served: a kind that only reducers send
+// as a round, a window past 64, chunks of parts of elements, chunks whose tags reach the
+// verdicts', and buffers sized by the header alone.)
+TEST(FaultTest, AMalformedRoundHeaderFailsTheReducerNamingTheWorkerAndTheField) {
+  RoundHeader good;
+  good.type = static_cast<uint8_t>(DataType::kF32);
+  good.op = static_cast<uint8_t>(ReduceOp::kSum);
+  good.wire_type = good.type;
+  good.window = 4;
+  good.count = 1000;
+  good.chunk_bytes = 4096;
+  struct Case {
+    std::string name;
+    std::function<void(RoundHeader&)> spoil;
+    StatusCode code;
+    std::string quoted;  // as the error quotes what is wrong
+  };
+  const std::vector<Case> cases = {
+      {"a verdict's kind", [](RoundHeader& h) { h.kind = RoundHeader::kAccept; },
+       StatusCode::kDataLoss, "kind 3 is not one a worker sends"},
+      {"no type", [](RoundHeader& h) { h.type = 77; }, StatusCode::kDataLoss, "round header"},
+      {"an i32 wire", [](RoundHeader& h) { h.wire_type = static_cast<uint8_t>(DataType::kI32); },
+       StatusCode::kDataLoss, "wire type 4 for f32"},
+      {"window 0", [](RoundHeader& h) { h.window = 0; }, StatusCode::kDataLoss,
+       "window 0 (1 to 64)"},
+      {"window 200", [](RoundHeader& h) { h.window = 200; }, StatusCode::kDataLoss, "window 200"},
+      {"parts of elements", [](RoundHeader& h) { h.chunk_bytes = 6; }, StatusCode::kDataLoss,
+       "chunks of 6 bytes for 1000 elements of 4 bytes"},
+      {"a chunk larger than the call", [](RoundHeader& h) { h.chunk_bytes = uint64_t{1} << 40; },
+       StatusCode::kDataLoss, "chunks of 1099511627776 bytes"},
+      {"a count past the address space", [](RoundHeader& h) { h.count = uint64_t{1} << 63; },
+       StatusCode::kDataLoss, "count 9223372036854775808"},
+      {"chunks past the tags' steps", [](RoundHeader& h) { h.count = uint64_t{1} << 40; },
+       StatusCode::kDataLoss, "1073741824 chunks"},
+      {"buffers past the limit",
+       [](RoundHeader& h) {
+         h.count = uint64_t{4} << 20;  // 4 chunks of 4 MiB, all in flight, of 2 workers: 32 MiB
+         h.chunk_bytes = uint64_t{4} << 20;
+       },
+       StatusCode::kResourceExhausted, "needs more than the 16777216 bytes"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    LoopbackFabric fabric(3);
+    std::vector<std::unique_ptr<Transport>> t;
+    for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
+    RoundHeader spoiled = good;
+    c.spoil(spoiled);
+    // Worker 0's header is good (where a bad one is about its size, the same as worker 1's).
+    RoundHeader first = c.code == StatusCode::kResourceExhausted ? spoiled : good;
+    std::vector<Request> sends;
+    for (auto [w, h] : {std::pair<int, RoundHeader*>{0, &first}, {1, &spoiled}}) {
+      auto send = t[w]->Isend(2, MakeTag(0, kHeaderStep), ConstBytes{h, sizeof(RoundHeader)});
+      ASSERT_TRUE(send.ok()) << send.status().ToString();
+      sends.push_back(std::move(*send));
+    }
+    ReductionServerOptions so = ReducerOptions(2, 1);
+    so.max_round_bytes = size_t{16} << 20;
+    std::atomic<bool> stop{false};
+    const Status s = ReductionServer(*t[2], so).Serve(stop);
+    EXPECT_EQ(s.code(), c.code) << s.ToString();
+    EXPECT_NE(s.message().find(c.quoted), std::string::npos) << s.ToString();
+    if (c.code == StatusCode::kDataLoss)
+      EXPECT_NE(s.message().find("reducer: worker 1: "), std::string::npos) << s.ToString();
+  }
 }
 
 }  // namespace
