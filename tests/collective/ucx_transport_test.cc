@@ -530,20 +530,27 @@ TEST(UcxReleaseTest, PublishedAddressCarriesTheReleaseAndTheProtocol) {
   EXPECT_FALSE(DecodeAddress("42\nhost-a\nucx 1.13.1").has_value());
 }
 
-// A peer on another minor release of UCX (1.0, which no UCX this builds with is) is refused by name
-// before UCX is handed its address: a clear error, not an abort inside UCX.
-TEST(UcxTransportTcpTest, PeerOnAnotherMinorReleaseIsRefusedByName) {
+// How rank 0 ("worker 0") connects to a rank 1 ("reducer 1") that published `release_line` (over
+// tcp): its error; the test fails if it connected.
+Status ConnectToPeerThatPublished(const std::string& release_line) {
   ScopedTls tls("tcp");
   InMemoryBootstrap bootstrap;
-  ASSERT_TRUE(bootstrap.Put("cohort/addr/1", "1\nelsewhere\nucx 1.0.0\nnot an address").ok());
+  EXPECT_TRUE(
+      bootstrap.Put("cohort/addr/1", "1\nelsewhere\n" + release_line + "\nnot an address").ok());
   UcxTransportOptions options;
   options.connect_timeout = milliseconds(20000);
   options.rank_name = [](int rank) {
     return (rank == 0 ? "worker " : "reducer ") + std::to_string(rank);
   };
   Status status;
-  auto t = Connect(bootstrap, 0, options, &status);
-  ASSERT_EQ(t, nullptr);
+  EXPECT_EQ(Connect(bootstrap, 0, options, &status), nullptr);
+  return status;
+}
+
+// A peer on another minor release of UCX (1.0, which no UCX this builds with is) is refused by name
+// before UCX is handed its address: a clear error, not an abort inside UCX.
+TEST(UcxTransportTcpTest, PeerOnAnotherMinorReleaseIsRefusedByName) {
+  const Status status = ConnectToPeerThatPublished("ucx 1.0.0");
   EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
   EXPECT_NE(status.message().find("reducer 1 runs UCX 1.0.0 and worker 0 UCX " +
                                   LoadedUcxRelease().ToString()),
@@ -554,7 +561,6 @@ TEST(UcxTransportTcpTest, PeerOnAnotherMinorReleaseIsRefusedByName) {
 // A peer of another collective protocol, or of a Cohort from before protocol 1 (its address names
 // none), is refused by name before UCX is handed its address: the two builds' messages differ.
 TEST(UcxTransportTcpTest, PeerOfAnotherCollectiveProtocolIsRefusedByName) {
-  ScopedTls tls("tcp");
   const std::string release = LoadedUcxRelease().ToString();
   const std::string mine = " and worker 0 protocol " + std::to_string(kCollectiveProtocol) + ": ";
   for (const auto& [line, want] : std::vector<std::pair<std::string, std::string>>{
@@ -564,16 +570,7 @@ TEST(UcxTransportTcpTest, PeerOfAnotherCollectiveProtocolIsRefusedByName) {
            {"ucx " + release, "reducer 1 runs a Cohort from before collective protocol 1" + mine},
        }) {
     SCOPED_TRACE(line);
-    InMemoryBootstrap bootstrap;
-    ASSERT_TRUE(bootstrap.Put("cohort/addr/1", "1\nelsewhere\n" + line + "\nnot an address").ok());
-    UcxTransportOptions options;
-    options.connect_timeout = milliseconds(20000);
-    options.rank_name = [](int rank) {
-      return (rank == 0 ? "worker " : "reducer ") + std::to_string(rank);
-    };
-    Status status;
-    auto t = Connect(bootstrap, 0, options, &status);
-    ASSERT_EQ(t, nullptr);
+    const Status status = ConnectToPeerThatPublished(line);
     EXPECT_EQ(status.code(), StatusCode::kFailedPrecondition) << status.ToString();
     EXPECT_NE(status.message().find(want), std::string::npos) << status.ToString();
   }
