@@ -7,7 +7,7 @@
 //
 // Contract: kCollectiveProtocol changes with any of those. The UCX transport publishes it with its
 // address and refuses a peer of another protocol, or of a Cohort that published none (older than
-// protocol 1), by name before it connects (UcxTransport::Connect): two builds whose messages
+// protocol 1), by name before it connects (UcxTransport::Create): two builds whose messages
 // differ fail at the start of the job, saying so, instead of misreading each other's bytes (a
 // rolling upgrade leaves nodes on two releases for a while).
 #pragma once

@@ -4,7 +4,10 @@
 // zero-copy rendezvous (above UcxTransportOptions::eager_limit_bytes); UCX_TLS in the environment
 // picks tcp, sm, or rc/ud where a fabric exists.
 // Peers exchange worker addresses through a Bootstrap and then say hello to each other, so
-// Create returns only when every rank is reachable (or fails naming the one that is not).
+// Create returns only when every rank is reachable (or fails naming the one that is not). Each
+// address carries its publisher's UCX release and collective protocol (protocol.h): a peer on
+// another minor release of UCX, or of another protocol, is refused by name before an endpoint is
+// made (kFailedPrecondition).
 //
 // Shared memory: UCX's sm transports cannot detect a dead peer, so UCX never uses them for an
 // endpoint in the peer error mode. Endpoints to same-host peers (same boot, PID and network
