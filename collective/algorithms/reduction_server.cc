@@ -358,8 +358,10 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         headers[w] = incoming_[w];
         if (headers[w].magic != RoundHeader::kMagic)
           return DataLoss("reducer: bad round header from worker " + std::to_string(w));
-        if (Status s = CheckRoundHeader(headers[w]); !s.ok())
+        if (Status s = CheckRoundHeader(headers[w]); !s.ok()) {
+          SendRefusals(headers, arrived, w, StatusCode::kDataLoss);
           return s.WithContext("reducer: worker " + std::to_string(w));
+        }
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
       }
     }
@@ -398,6 +400,8 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     (void)PostHeaderReceives(&post_error);
     lost_worker_ = -1;
     if (Status s = ServeRound(*round); !s.ok()) {
+      if (s.code() == StatusCode::kResourceExhausted && lost_worker_ < 0)
+        SendRefusals(headers, arrived, -1, s.code());
       if (lost_worker_ < 0) return s;
       SendAborts(round->seq, lost_worker_, s.code());
       return Linger(lost_worker_, s, std::vector<bool>(n, true), stop);

@@ -20,7 +20,8 @@
 // worker makes (a kind, type, window or chunk size out of range, or more chunks than tags) ends
 // it with kDataLoss naming the worker and the field, and a round whose buffers would take more
 // than ReductionServerOptions::max_round_bytes with kResourceExhausted, before anything is
-// allocated for it.
+// allocated for it; the workers whose headers are in get a kAbort verdict with that code, and
+// fail saying which (the reducer's log has the details).
 //
 // Agreement: each worker gets one verdict per reducer and round, on tag (seq, kVerdictStep). Once a
 // reducer has every worker's header it compares them: if they differ it answers each worker at
@@ -198,6 +199,11 @@ class ReductionServer {
   // failed because of worker `lost` (see Failures); best effort, each send waited for briefly.
   void SendAborts(uint32_t seq, int lost, StatusCode code);
   void SendAbort(int to, uint32_t seq, int lost, StatusCode code);
+  // Tells each worker whose round header is in (`arrived`) that this reducer refuses the round
+  // with `code` (kDataLoss: worker `about`'s header is not one a worker makes;
+  // kResourceExhausted: the round's buffers), and gives the notices a moment to leave.
+  void SendRefusals(const std::vector<RoundHeader>& headers, const std::vector<bool>& arrived,
+                    int about, StatusCode code);
   // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
   void AnswerStop(int worker);
   // Posts a header receive for each running worker that has none; returns the first worker whose

@@ -67,6 +67,17 @@ void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code)
   if (send.ok()) verdict_sends_.push_back(std::move(*send));
 }
 
+void ReductionServer::SendRefusals(const std::vector<RoundHeader>& headers,
+                                   const std::vector<bool>& arrived, int about, StatusCode code) {
+  for (int w = 0; w < options_.num_workers; ++w) {
+    if (arrived[w] && headers[w].magic == RoundHeader::kMagic &&
+        headers[w].kind == RoundHeader::kRound)
+      SendAbort(w, headers[w].seq, about, code);
+  }
+  for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.poll_interval);
+  verdict_sends_.clear();
+}
+
 void ReductionServer::AnswerStop(int worker) {
   RoundHeader answer;
   answer.kind = RoundHeader::kStop;
@@ -199,6 +210,18 @@ Status RoundVerdicts::Check(Deadline until) {
       if (v.op == static_cast<uint8_t>(StatusCode::kDeadlineExceeded)) {
         return DeadlineExceeded("all-reduce: " + worker + " went silent (" + reducer +
                                 " timed out waiting for it)");
+      }
+      if (v.op == static_cast<uint8_t>(StatusCode::kDataLoss)) {
+        const bool mine = v.worker == transport_.rank();
+        return DataLoss("all-reduce: " + reducer + " could not take " +
+                        (mine ? "this worker's" : worker + "'s") +
+                        " round header (not one a worker of this build makes: see the reducer's "
+                        "log)");
+      }
+      if (v.op == static_cast<uint8_t>(StatusCode::kResourceExhausted)) {
+        return ResourceExhausted("all-reduce: " + reducer +
+                                 " refused the round: its chunk buffers would take more memory "
+                                 "than the reducer may (lower the chunk size or the window)");
       }
       return Aborted("all-reduce: " + worker + " failed this call at " + reducer);
     }

@@ -323,23 +323,18 @@ TEST(FaultTest, SlowPeerStillFinishes) {
 
 // A round header that no worker makes (another build's, or garbage) fails the reducer at once with
 // an error naming the worker and what is wrong, before the reducer allocates or waits for
-// anything by it: a header whose count or chunk would have it allocate more than it may fails
-// with kResourceExhausted. (Before 2026-12-07 these were served: a kind that only reducers send
-// as a round, a window past 64, chunks of parts of elements, chunks whose tags reach the
-// verdicts', and buffers sized by the header alone.)
+// anything by it; a header whose count or chunk would have it allocate more than it may fails
+// with kResourceExhausted. Either way the workers whose headers are in hear it in their verdict
+// and fail saying so. (Before 2026-12-07 these were served: a kind that only reducers send as a
+// round, a window past 64, chunks of parts of elements, chunks whose tags reach the verdicts',
+// and buffers sized by the header alone.) Worker 0 is a real worker; worker 1 sends the header.
 TEST(FaultTest, AMalformedRoundHeaderFailsTheReducerNamingTheWorkerAndTheField) {
-  RoundHeader good;
-  good.type = static_cast<uint8_t>(DataType::kF32);
-  good.op = static_cast<uint8_t>(ReduceOp::kSum);
-  good.wire_type = good.type;
-  good.window = 4;
-  good.count = 1000;
-  good.chunk_bytes = 4096;
+  constexpr size_t kCount = size_t{4} << 20;  // 16 MiB of f32: 128 KiB chunks, 4 in flight
   struct Case {
     std::string name;
-    std::function<void(RoundHeader&)> spoil;
+    std::function<void(RoundHeader&)> spoil;  // of a header like worker 0's
     StatusCode code;
-    std::string quoted;  // as the error quotes what is wrong
+    std::string quoted;  // as the reducer's error quotes what is wrong
   };
   const std::vector<Case> cases = {
       {"a verdict's kind", [](RoundHeader& h) { h.kind = RoundHeader::kAccept; },
@@ -351,43 +346,74 @@ TEST(FaultTest, AMalformedRoundHeaderFailsTheReducerNamingTheWorkerAndTheField) 
        "window 0 (1 to 64)"},
       {"window 200", [](RoundHeader& h) { h.window = 200; }, StatusCode::kDataLoss, "window 200"},
       {"parts of elements", [](RoundHeader& h) { h.chunk_bytes = 6; }, StatusCode::kDataLoss,
-       "chunks of 6 bytes for 1000 elements of 4 bytes"},
+       "chunks of 6 bytes for 4194304 elements of 4 bytes"},
       {"a chunk larger than the call", [](RoundHeader& h) { h.chunk_bytes = uint64_t{1} << 40; },
        StatusCode::kDataLoss, "chunks of 1099511627776 bytes"},
       {"a count past the address space", [](RoundHeader& h) { h.count = uint64_t{1} << 63; },
        StatusCode::kDataLoss, "count 9223372036854775808"},
-      {"chunks past the tags' steps", [](RoundHeader& h) { h.count = uint64_t{1} << 40; },
-       StatusCode::kDataLoss, "1073741824 chunks"},
-      {"buffers past the limit",
+      {"chunks past the tags' steps",
        [](RoundHeader& h) {
-         h.count = uint64_t{4} << 20;  // 4 chunks of 4 MiB, all in flight, of 2 workers: 32 MiB
-         h.chunk_bytes = uint64_t{4} << 20;
+         h.count = uint64_t{1} << 40;
+         h.chunk_bytes = 4096;
        },
-       StatusCode::kResourceExhausted, "needs more than the 16777216 bytes"},
+       StatusCode::kDataLoss, "1073741824 chunks"},
+      // The same call as worker 0's; 2 workers x 4 chunks of 128 KiB in flight is 1 MiB.
+      {"buffers past the limit", [](RoundHeader&) {}, StatusCode::kResourceExhausted,
+       "needs more than the 524288 bytes"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     LoopbackFabric fabric(3);
     std::vector<std::unique_ptr<Transport>> t;
     for (int r = 0; r < 3; ++r) t.push_back(fabric.CreateTransport(r));
-    RoundHeader spoiled = good;
-    c.spoil(spoiled);
-    // Worker 0's header is good (where a bad one is about its size, the same as worker 1's).
-    RoundHeader first = c.code == StatusCode::kResourceExhausted ? spoiled : good;
-    std::vector<Request> sends;
-    for (auto [w, h] : {std::pair<int, RoundHeader*>{0, &first}, {1, &spoiled}}) {
-      auto send = t[w]->Isend(2, MakeTag(0, kHeaderStep), ConstBytes{h, sizeof(RoundHeader)});
-      ASSERT_TRUE(send.ok()) << send.status().ToString();
-      sends.push_back(std::move(*send));
-    }
+    AllreduceOptions o;
+    std::vector<char> data = testing::MakeInput(DataType::kF32, 0, kCount);
+    o.data = data.data();
+    o.count = kCount;
+    o.deadline = SteadyClock::now() + kDeadline;
+    o.num_workers = 2;
+    o.num_reducers = 1;
+    Status worker0;
+    std::thread real([&] { worker0 = ReductionServerAllreduce(*t[0], o); });
+    // Worker 1's header: worker 0's call, spoiled. Its verdict receive is posted first, as a
+    // worker's is; the reducer's refusal reaches it where its header is a round's.
+    RoundHeader verdict;
+    auto verdict_recv =
+        t[1]->Irecv(2, MakeTag(0, kVerdictStep), MutableBytes{&verdict, sizeof(verdict)});
+    ASSERT_TRUE(verdict_recv.ok()) << verdict_recv.status().ToString();
+    RoundHeader h;
+    h.type = static_cast<uint8_t>(DataType::kF32);
+    h.op = static_cast<uint8_t>(ReduceOp::kSum);
+    h.wire_type = h.type;
+    h.window = static_cast<uint8_t>(o.window);
+    h.count = kCount;
+    h.chunk_bytes = o.chunk_bytes;
+    c.spoil(h);
+    auto sent = t[1]->Isend(2, MakeTag(0, kHeaderStep), ConstBytes{&h, sizeof(h)});
+    ASSERT_TRUE(sent.ok()) << sent.status().ToString();
     ReductionServerOptions so = ReducerOptions(2, 1);
-    so.max_round_bytes = size_t{16} << 20;
+    so.max_round_bytes = size_t{512} << 10;
+    so.poll_interval = milliseconds(2000);  // worker 0's header is taken first, whenever it comes
     std::atomic<bool> stop{false};
     const Status s = ReductionServer(*t[2], so).Serve(stop);
+    real.join();
     EXPECT_EQ(s.code(), c.code) << s.ToString();
     EXPECT_NE(s.message().find(c.quoted), std::string::npos) << s.ToString();
-    if (c.code == StatusCode::kDataLoss)
+    EXPECT_EQ(worker0.code(), c.code) << worker0.ToString();
+    if (h.kind == RoundHeader::kRound) {
+      ASSERT_TRUE(verdict_recv->Wait(SteadyClock::now() + kDeadline).ok());
+      EXPECT_EQ(verdict.kind, RoundHeader::kAbort);
+      EXPECT_EQ(verdict.op, static_cast<uint8_t>(c.code));
+    }
+    if (c.code == StatusCode::kDataLoss) {
       EXPECT_NE(s.message().find("reducer: worker 1: "), std::string::npos) << s.ToString();
+      EXPECT_NE(worker0.message().find("reducer 0 could not take worker 1's round header"),
+                std::string::npos)
+          << worker0.ToString();
+    } else {
+      EXPECT_NE(worker0.message().find("reducer 0 refused the round"), std::string::npos)
+          << worker0.ToString();
+    }
   }
 }
 
