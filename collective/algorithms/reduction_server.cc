@@ -400,9 +400,11 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     (void)PostHeaderReceives(&post_error);
     lost_worker_ = -1;
     if (Status s = ServeRound(*round); !s.ok()) {
-      if (s.code() == StatusCode::kResourceExhausted && lost_worker_ < 0)
-        SendRefusals(headers, arrived, -1, s.code());
-      if (lost_worker_ < 0) return s;
+      if (lost_worker_ < 0) {
+        if (s.code() == StatusCode::kResourceExhausted)
+          SendRefusals(headers, arrived, -1, s.code());
+        return s;
+      }
       SendAborts(round->seq, lost_worker_, s.code());
       return Linger(lost_worker_, s, std::vector<bool>(n, true), stop);
     }

@@ -70,8 +70,7 @@ void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code)
 void ReductionServer::SendRefusals(const std::vector<RoundHeader>& headers,
                                    const std::vector<bool>& arrived, int about, StatusCode code) {
   for (int w = 0; w < options_.num_workers; ++w) {
-    if (arrived[w] && headers[w].magic == RoundHeader::kMagic &&
-        headers[w].kind == RoundHeader::kRound)
+    if (arrived[w] && headers[w].kind == RoundHeader::kRound)
       SendAbort(w, headers[w].seq, about, code);
   }
   for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.poll_interval);
