@@ -16,10 +16,19 @@ namespace {
 
 size_t ChunkElems(size_t chunk_bytes, size_t es) { return std::max<size_t>(1, chunk_bytes / es); }
 
+// The smallest chunk a call is cut into (ReductionServerChunkBytes), where the call is larger.
+constexpr size_t kSmallestChunkBytes = 4096;
+
+// Whether `type` data crosses the network as `wire` (wire compression: float32 as bf16 or f16).
+bool CompressedOnTheWire(DataType type, DataType wire) {
+  return type == DataType::kF32 && (wire == DataType::kBF16 || wire == DataType::kF16);
+}
+
 // What a reducer takes from a worker's round header before it serves the round: a kind a worker
 // sends, a reduction, a wire type and a window that workers make, chunks of whole elements no
-// larger than the call (or 4096 elements: ReductionServerChunkBytes gives no more), and few
-// enough chunks that their tags' steps stay below the verdict's. kDataLoss naming the field.
+// more than the call's or kSmallestChunkBytes (ReductionServerChunkBytes gives no more: its
+// smallest chunk is that many bytes), and few enough chunks that their tags' steps stay below the
+// verdict's. kDataLoss naming the field.
 Status CheckRoundHeader(const RoundHeader& h) {
   auto bad = [](const std::string& what) { return DataLoss("round header: " + what); };
   if (h.kind != RoundHeader::kRound && h.kind != RoundHeader::kStop)
@@ -29,8 +38,7 @@ Status CheckRoundHeader(const RoundHeader& h) {
   if (Status s = CheckReduction("round header", type, static_cast<ReduceOp>(h.op)); !s.ok())
     return DataLoss(s.message());
   const auto wire = static_cast<DataType>(h.wire_type);
-  if (wire != type &&
-      !(type == DataType::kF32 && (wire == DataType::kBF16 || wire == DataType::kF16)))
+  if (wire != type && !CompressedOnTheWire(type, wire))
     return bad("wire type " + std::to_string(h.wire_type) + " for " +
                std::string(DataTypeName(type)));
   if (h.window < 1 || h.window > kMaxRoundWindow)
@@ -40,7 +48,7 @@ Status CheckRoundHeader(const RoundHeader& h) {
   if (h.count > std::numeric_limits<uint64_t>::max() / es)
     return bad("count " + std::to_string(h.count) + " of " + std::to_string(es) + "-byte elements");
   if (h.chunk_bytes < es || h.chunk_bytes % es != 0 ||
-      h.chunk_bytes / es > std::max<uint64_t>(h.count, 4096)) {
+      h.chunk_bytes / es > std::max<uint64_t>(h.count, kSmallestChunkBytes)) {
     return bad("chunks of " + std::to_string(h.chunk_bytes) + " bytes for " +
                std::to_string(h.count) + " elements of " + std::to_string(es) + " bytes");
   }
@@ -75,7 +83,8 @@ size_t ReductionServerChunkBytes(size_t count, size_t element_bytes, int num_red
   // At least four per reducer: with fewer, waiting for the first chunk is much of a small call.
   const size_t min_chunks = 4 * m;
   if (count < chunk * min_chunks) {
-    chunk = std::max(ChunkElems(4096, element_bytes), (count + min_chunks - 1) / min_chunks);
+    chunk = std::max(ChunkElems(kSmallestChunkBytes, element_bytes),
+                     (count + min_chunks - 1) / min_chunks);
   }
   return chunk * element_bytes;
 }
@@ -136,8 +145,7 @@ Status ReductionServerCall::State::Start() {
     return InvalidArgument("transport has fewer ranks than workers + reducers");
   empty = options.count == 0;
   if (empty) return Status::Ok();
-  compress = options.type == DataType::kF32 &&
-             (options.wire_type == DataType::kBF16 || options.wire_type == DataType::kF16);
+  compress = CompressedOnTheWire(options.type, options.wire_type);
   wire = compress ? options.wire_type : options.type;
   const size_t es = DataTypeSize(options.type);
   wes = DataTypeSize(wire);
