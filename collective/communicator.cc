@@ -337,7 +337,7 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
                               .op = static_cast<uint8_t>(op),
                               .rank = rank_},
                 algorithm == Algorithm::kHierarchical ? across_hosts_ : all_workers_, "all-reduce",
-                now, algorithm == Algorithm::kReductionServer ? &stall : nullptr);
+                now, &o.history, algorithm == Algorithm::kReductionServer ? &stall : nullptr);
   Status s;
   switch (algorithm) {
     case Algorithm::kReductionServer: {
@@ -378,8 +378,11 @@ StatusOr<PendingAllreduce> Communicator::StartAllreduceHost(void* data, size_t c
 
 StalledCallCheck* Communicator::WatchCall(uint32_t seq, AgreementCall mine,
                                           const std::vector<int>& workers, std::string what,
-                                          SteadyClock::time_point started,
+                                          SteadyClock::time_point started, CallHistory* before,
                                           std::unique_ptr<StalledCallCheck>* owned) {
+  *before = history_;
+  mine.history = history_.digest;
+  history_ = history_.After(mine);
   if (started - last_drain_ >= kStallDrainInterval) {
     stall_notices_->Drain(seq);
     last_drain_ = started;

@@ -288,9 +288,11 @@ class Communicator {
   // The stall check of call `seq` (this worker's call `mine`, among `workers`, transport ranks;
   // `what` prefixes its errors; `started`: when the call started): made into `owned` when given,
   // else into call_check_ (the call in progress on this thread). Drains late notices at most every
-  // kStallDrainInterval.
+  // kStallDrainInterval. Adds `mine` to the calls' history; `*before` gets the history before it,
+  // which the call's headers carry (and so does the check's `mine`).
   StalledCallCheck* WatchCall(uint32_t seq, AgreementCall mine, const std::vector<int>& workers,
                               std::string what, SteadyClock::time_point started,
+                              CallHistory* before,
                               std::unique_ptr<StalledCallCheck>* owned = nullptr);
   // The argument checks every collective call makes (`what` names it in errors), then the call's
   // options (sequence number, deadline, its stall check, which compares `op` too: kSum for calls
@@ -327,6 +329,7 @@ class Communicator {
   std::string generation_;
   CommunicatorOptions options_;
   uint32_t seq_ = 0;
+  CallHistory history_;  // of the calls that took a sequence number
   // The flight recorder (nullptr: off), this communicator's id there, the enqueue time calls
   // report, and the entry of the collective call in progress.
   FlightRecorder* recorder_ = nullptr;

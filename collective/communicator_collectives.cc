@@ -73,7 +73,7 @@ Status Communicator::BeginCall(std::string_view what, DataType type, size_t coun
                                               .collective = static_cast<uint8_t>(kind),
                                               .rank = rank_,
                                               .root = root.value_or(-1)},
-                                all_workers_, name, now);
+                                all_workers_, name, now, &call->history);
   FlightRecord record = CallRecord(kind, call->seq, type, count, root.value_or(-1));
   record.start_ns = FlightClockNs(now);
   call_ = FlightRecording(recorder_, record);

@@ -18,6 +18,9 @@ namespace cohort::collective {
 
 // 1 (2026-12-07): AgreementHeader of 88 bytes, AgreementCall with the root, StallNotice kinds
 // kCall and kDisagreement, RoundHeader of 32 bytes with wire_type and worker.
-constexpr uint32_t kCollectiveProtocol = 1;
+// 2 (2026-12-08): every call's headers carry the digest of the sender's calls before it
+// (CallHistory): AgreementCall::history (where protocol 1 had padding), CallHeader of 32 bytes,
+// RoundHeader of 40, the shared-memory segment's call with it.
+constexpr uint32_t kCollectiveProtocol = 2;
 
 }  // namespace cohort::collective

@@ -10,6 +10,7 @@
 
 #include "collective/transport/transport.h"
 #include "collective/types.h"
+#include "common/fnv.h"
 #include "common/status.h"
 
 namespace cohort::collective {
@@ -61,14 +62,47 @@ struct AgreementCall {
   uint8_t reserved = 0;
   int32_t rank = -1;  // the worker that made it
   int32_t root = -1;  // a rooted collective's root (broadcast, reduce, gather, scatter); else -1
-  uint32_t padding = 0;
+  // CallHistory::digest of the calls the worker made before this one on its communicator.
+  uint32_t history = 0;
 };
 
-// True when two workers made the same call (whoever they are).
-inline bool SameCall(const AgreementCall& a, const AgreementCall& b) {
+// True when two workers made the same call with the same arguments (whoever they are), whatever
+// they called before it.
+inline bool SameArguments(const AgreementCall& a, const AgreementCall& b) {
   return a.count == b.count && a.type == b.type && a.op == b.op && a.collective == b.collective &&
          a.root == b.root;
 }
+
+// True when two workers made the same call after the same calls.
+inline bool SameCall(const AgreementCall& a, const AgreementCall& b) {
+  return SameArguments(a, b) && a.history == b.history;
+}
+
+// What a worker called on its communicator before its current call. A call that ends on every
+// worker without a message between them (each worker broadcasting from itself as the root: every
+// send leaves eagerly, nobody receives) cannot find out that the calls differed; the digest, which
+// the next call's headers carry and compare with the rest of the call, finds it there.
+struct CallHistory {
+  // A hash (Fnv1a, folded to 32 bits) of the previous digest and the arguments (not the rank) of
+  // every call before this one; 0 before the first, never 0 after it.
+  uint32_t digest = 0;
+  // The call just before this one (rank < 0: none), for errors to quote.
+  AgreementCall last;
+
+  // The history after `call` has been made.
+  CallHistory After(const AgreementCall& call) const {
+    const uint64_t h = Fnv1a()
+                           .Add(digest)
+                           .Add(call.count)
+                           .Add(call.type)
+                           .Add(call.op)
+                           .Add(call.collective)
+                           .Add(static_cast<uint32_t>(call.root))
+                           .value();
+    const auto folded = static_cast<uint32_t>(h ^ (h >> 32));
+    return CallHistory{.digest = folded == 0 ? 1 : folded, .last = call};
+  }
+};
 
 // For an all-reduce that is one stage of a larger call (the hierarchical all-reduce's stage across
 // hosts): what its agreement headers announce and know from the start, so that every worker
@@ -115,10 +149,22 @@ struct AllreduceOptions {
   // Recursive doubling and the ring as a stage of a larger call: see AgreementSeed (nullptr: the
   // call is its own).
   const AgreementSeed* agreement = nullptr;
+  // What this worker called before this call (the Communicator keeps it; the same on every worker
+  // whose calls were the same). Headers carry its digest.
+  CallHistory history;
   // When set, every wait of the call goes through it (stalled_call_check.h): workers whose calls
   // differ enough to run different algorithms then fail within a fraction of a second.
   StalledCallCheck* stall_check = nullptr;
 };
+
+// The all-reduce call `options` of worker `rank`, as agreement headers carry it.
+inline AgreementCall AllreduceCallOf(const AllreduceOptions& options, int rank) {
+  return AgreementCall{.count = options.count,
+                       .type = static_cast<uint8_t>(options.type),
+                       .op = static_cast<uint8_t>(options.op),
+                       .rank = rank,
+                       .history = options.history.digest};
+}
 
 // "1000 f32 (sum)": an all-reduce call as errors quote it (the values may come from a peer, and
 // need not be valid).

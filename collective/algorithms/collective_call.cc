@@ -49,10 +49,26 @@ CallHeader MakeCallHeader(FlightOp kind, const CollectiveOptions& options, DataT
   h.seq = options.seq;
   h.root = root;
   h.count = count;
+  h.history = options.history.digest;
   return h;
 }
 
 std::string WorkerName(int rank) { return "worker " + std::to_string(rank); }
+
+std::string DescribeAnyCall(const AgreementCall& c) {
+  if (c.collective == 0) return "all-reduce of " + DescribeAllreduceCall(c);
+  return DescribeCollectiveCall(static_cast<FlightOp>(c.collective), c.count, c.type, c.op, c.root);
+}
+
+HistoryClauses DescribeHistories(bool same_arguments, const AgreementCall& before) {
+  if (!same_arguments) return {};
+  return HistoryClauses{
+      .theirs = " after other calls than this worker's",
+      .mine = before.rank < 0 ? " as its first call" : " after " + DescribeAnyCall(before),
+      .also =
+          "calls that end on every worker without a message between them, such as broadcasts "
+          "each from a root of its own, show at the next call that meets"};
+}
 
 Status CheckCollective(const Transport& transport, const CollectiveOptions& options,
                        std::string_view what, int root) {
@@ -97,12 +113,16 @@ Status HeaderExchange::Check(int peer, std::optional<uint64_t> expected_count) {
     return DataLoss(what + ": malformed call header from " + WorkerName(peer));
   CallHeader want = mine_;
   if (expected_count) want.count = *expected_count;
-  if (got.kind != want.kind || got.type != want.type || got.op != want.op ||
-      got.root != want.root || got.count != want.count || got.seq != want.seq) {
-    return InvalidArgument(what + ": " + WorkerName(peer) + " called " + Describe(got) +
-                           ", this worker " + Describe(want) +
+  const bool same_arguments = got.kind == want.kind && got.type == want.type && got.op == want.op &&
+                              got.root == want.root && got.count == want.count &&
+                              got.seq == want.seq;
+  if (!same_arguments || got.history != want.history) {
+    const HistoryClauses h = DescribeHistories(same_arguments, options_.history.last);
+    return InvalidArgument(what + ": " + WorkerName(peer) + " called " + Describe(got) + h.theirs +
+                           ", this worker " + Describe(want) + h.mine +
                            " (every worker must make the same collective calls, in the same " +
-                           "order, with matching sizes)");
+                           "order, with matching sizes" + (h.also.empty() ? "" : "; " + h.also) +
+                           ")");
   }
   return Status::Ok();
 }

@@ -58,6 +58,9 @@ struct CollectiveOptions {
   // different calls at this point (an allgather against an all-reduce, a barrier against a
   // broadcast) then fail within a fraction of a second, where no header of theirs met.
   StalledCallCheck* stall_check = nullptr;
+  // What this worker called before this call (the Communicator keeps it; point-to-point messages,
+  // outside the sequence, leave it empty). Call headers carry its digest.
+  CallHistory history;
 };
 
 struct CallHeader {
@@ -71,9 +74,11 @@ struct CallHeader {
   uint32_t seq = 0;
   int32_t root = -1;  // or the user's tag (point-to-point)
   uint64_t count = 0;
+  uint32_t history = 0;  // CallHistory::digest of the sender's calls before this one
+  uint32_t padding = 0;
 };
 static_assert(
-    sizeof(CallHeader) == 24,
+    sizeof(CallHeader) == 32,
     "CallHeader travels as raw bytes: a change of it is a new kCollectiveProtocol (protocol.h)");
 
 // A header for this worker's side of a call.
@@ -88,6 +93,21 @@ std::string WorkerName(int rank);
 // collective's.
 std::string DescribeCollectiveCall(FlightOp kind, uint64_t count, uint8_t type, uint8_t op,
                                    int root);
+
+// "all-reduce of 1000 f32 (sum)", "barrier", "allgather of 8 i64 to root 0": a call of any
+// collective, as stall notices and histories carry it.
+std::string DescribeAnyCall(const AgreementCall& call);
+
+// What a disagreement adds to the calls it quotes when another worker's call and this worker's are
+// the same but for the calls before them (their history digests differ); all empty otherwise.
+struct HistoryClauses {
+  std::string theirs;  // " after other calls than this worker's"
+  std::string mine;    // " after broadcast of 8 f32 from root 0", " as its first call"
+  std::string also;    // why no earlier call found it
+};
+// `same_arguments`: the two calls are the same but for their histories; `before`: this worker's
+// call before its own (rank < 0: none).
+HistoryClauses DescribeHistories(bool same_arguments, const AgreementCall& before);
 
 // Checks that `options` can run on `transport` (this rank is one of num_workers workers) and that
 // `root`, when given (>= 0 or asked for), names a worker. `what` prefixes the error.

@@ -27,10 +27,7 @@ Status HierarchicalAllreduce(SharedMemoryGroup& local, const std::vector<int>& h
       options.count * DataTypeSize(options.type) <= kRecursiveDoublingAllreduceMaxBytes;
   // The headers across hosts carry the whole call, and name workers by their transport rank.
   AgreementSeed seed;
-  seed.mine = {.count = options.count,
-               .type = static_cast<uint8_t>(options.type),
-               .op = static_cast<uint8_t>(options.op),
-               .rank = transport.rank()};
+  seed.mine = AllreduceCallOf(options, transport.rank());
   seed.job_ranks = &across;
   ring.agreement = &seed;
   auto reduce_across = [&](void* slice, size_t count, const AgreementCall* differ) {

@@ -42,10 +42,7 @@ PairwiseAgreement::PairwiseAgreement(Transport& transport, const AllreduceOption
       options_(options),
       what_(std::move(what)),
       mine_(options.agreement != nullptr ? options.agreement->mine
-                                         : AgreementCall{.count = options.count,
-                                                         .type = static_cast<uint8_t>(options.type),
-                                                         .op = static_cast<uint8_t>(options.op),
-                                                         .rank = transport.rank()}),
+                                         : AllreduceCallOf(options, transport.rank())),
       inbox_(new char[sizeof(AgreementHeader) + kAgreementInlineBytes]) {
   if (options.agreement != nullptr) {
     differ_[0] = options.agreement->differ[0];
@@ -236,8 +233,10 @@ Status PairwiseAgreement::Verdict() const {
   if (!disagreement_known()) return Status::Ok();
   // The two calls differ, so one of them differs from this worker's.
   const AgreementCall& theirs = SameCall(differ_[0], mine_) ? differ_[1] : differ_[0];
-  return AllreduceDisagreement(what_, WorkerName(theirs.rank), DescribeAllreduceCall(theirs),
-                               DescribeAllreduceCall(mine_));
+  const HistoryClauses h = DescribeHistories(SameArguments(theirs, mine_), options_.history.last);
+  return AllreduceDisagreement(what_, WorkerName(theirs.rank),
+                               DescribeAllreduceCall(theirs) + h.theirs,
+                               DescribeAllreduceCall(mine_) + h.mine, h.also);
 }
 
 }  // namespace cohort::collective

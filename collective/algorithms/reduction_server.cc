@@ -171,7 +171,9 @@ Status ReductionServerCall::State::Start() {
   header.chunk_bytes = chunk_elems * es;
   header.max_flows = static_cast<uint8_t>(std::clamp(options.max_flows, 0, 255));
   header.wire_type = static_cast<uint8_t>(wire);
-  verdicts = std::make_unique<RoundVerdicts>(transport, n, m, header, options.stall_check);
+  header.history = options.history.digest;
+  verdicts = std::make_unique<RoundVerdicts>(transport, n, m, header, options.history.last,
+                                             options.stall_check);
   COHORT_RETURN_IF_ERROR(verdicts->Post());
   for (int r = 0; r < m; ++r) {
     COHORT_ASSIGN_OR_RETURN(Request req, transport.Isend(n + r, MakeTag(0, kHeaderStep),
@@ -398,8 +400,10 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     }
     if (odd >= 0) {
       COHORT_RETURN_IF_ERROR(SendVerdicts(headers, first, odd));
+      const bool same = SameRoundArguments(headers[odd], *round);
       return InvalidArgument("reducer: workers disagree on the all-reduce: worker " +
                              std::to_string(odd) + " sent " + DescribeRound(headers[odd]) +
+                             (same ? " after other calls" : "") +
                              ", the first worker of the round " + DescribeRound(*round));
     }
     // The next round's headers are listened for while this one is served: a worker that fails

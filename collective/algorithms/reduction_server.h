@@ -98,9 +98,11 @@ struct RoundHeader {
   uint16_t worker = 0;    // kReject: the worker whose call the verdict quotes; kAbort: who failed
   uint64_t count = 0;
   uint64_t chunk_bytes = 0;
+  uint32_t history = 0;  // CallHistory::digest of the worker's calls before this one
+  uint32_t reserved = 0;
 };
 static_assert(
-    sizeof(RoundHeader) == 32,
+    sizeof(RoundHeader) == 40,
     "RoundHeader travels as raw bytes: a change of it is a new kCollectiveProtocol (protocol.h)");
 
 // Worker side; called by every worker with the same arguments (data aside). Send, then Finish,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "collective/algorithms/collective_call.h"
 #include "collective/algorithms/stalled_call_check.h"
 
 namespace cohort::collective {
@@ -38,9 +39,13 @@ std::string DescribeRound(const RoundHeader& h) {
          std::to_string(h.seq) + ")";
 }
 
-bool SameCall(const RoundHeader& a, const RoundHeader& b) {
+bool SameRoundArguments(const RoundHeader& a, const RoundHeader& b) {
   return a.count == b.count && a.type == b.type && a.op == b.op && a.seq == b.seq &&
          a.chunk_bytes == b.chunk_bytes && a.wire_type == b.wire_type;
+}
+
+bool SameCall(const RoundHeader& a, const RoundHeader& b) {
+  return SameRoundArguments(a, b) && a.history == b.history;
 }
 
 RoundHeader AbortVerdict(int worker, StatusCode code) {
@@ -150,10 +155,12 @@ Status ReductionServer::Linger(int lost, const Status& why, std::vector<bool> to
 }
 
 RoundVerdicts::RoundVerdicts(Transport& transport, int num_workers, int num_reducers,
-                             const RoundHeader& mine, StalledCallCheck* stall_check)
+                             const RoundHeader& mine, const AgreementCall& before,
+                             StalledCallCheck* stall_check)
     : transport_(transport),
       n_(num_workers),
       mine_(mine),
+      before_(before),
       got_(num_reducers),
       recvs_(num_reducers),
       answered_(num_reducers, false),
@@ -194,12 +201,16 @@ Status RoundVerdicts::Check(Deadline until) {
       // A worker at another place of its sequence (one whose earlier call ended without the
       // others): the stall check may say which calls differ.
       if (v.seq != mine_.seq && stall_check_ != nullptr) {
-        COHORT_RETURN_IF_ERROR(stall_check_->Met(
-            v.seq, AgreementCall{.count = v.count, .type = v.type, .op = v.op, .rank = v.worker}));
+        COHORT_RETURN_IF_ERROR(stall_check_->Met(v.seq, AgreementCall{.count = v.count,
+                                                                      .type = v.type,
+                                                                      .op = v.op,
+                                                                      .rank = v.worker,
+                                                                      .history = v.history}));
       }
-      return AllreduceDisagreement("all-reduce (" + reducer + ")",
-                                   "worker " + std::to_string(v.worker), DescribeRound(v),
-                                   DescribeRound(mine_));
+      const HistoryClauses h = DescribeHistories(SameRoundArguments(v, mine_), before_);
+      return AllreduceDisagreement(
+          "all-reduce (" + reducer + ")", "worker " + std::to_string(v.worker),
+          DescribeRound(v) + h.theirs, DescribeRound(mine_) + h.mine, h.also);
     }
     if (v.kind == RoundHeader::kAbort) {
       const std::string worker = "worker " + std::to_string(v.worker);

@@ -16,7 +16,9 @@ namespace cohort::collective {
 std::string ReducerName(int rank, int num_workers);
 // "1000 f32 (sum, on the wire as bf16, ..., seq 7)": what workers must agree on in a round.
 std::string DescribeRound(const RoundHeader& h);
-// True when two workers' headers describe the same call.
+// True when two workers' headers describe the same call, whatever their calls before it.
+bool SameRoundArguments(const RoundHeader& a, const RoundHeader& b);
+// True when two workers' headers describe the same call after the same calls.
 bool SameCall(const RoundHeader& a, const RoundHeader& b);
 // The verdict that aborts a round because worker `worker` failed in it with `code` at the reducer.
 RoundHeader AbortVerdict(int worker, StatusCode code);
@@ -25,9 +27,10 @@ RoundHeader AbortVerdict(int worker, StatusCode code);
 // goes out. Thread safety: one thread at a time.
 class RoundVerdicts {
  public:
-  // `stall_check` (may be null): WaitWatching also looks at it between slices.
+  // `stall_check` (may be null): WaitWatching also looks at it between slices. `before`: this
+  // worker's call before `mine` (CallHistory::last), for a rejection to quote.
   RoundVerdicts(Transport& transport, int num_workers, int num_reducers, const RoundHeader& mine,
-                StalledCallCheck* stall_check);
+                const AgreementCall& before, StalledCallCheck* stall_check);
 
   // Posts the receives; fails at once, naming it, when this worker's transport already knows a
   // worker to be gone (the call could not complete: a reducer that lingered past
@@ -57,6 +60,7 @@ class RoundVerdicts {
   Transport& transport_;
   const int n_;
   const RoundHeader mine_;
+  const AgreementCall before_;
   std::vector<RoundHeader> got_;
   std::vector<Request> recvs_;
   std::vector<bool> answered_;

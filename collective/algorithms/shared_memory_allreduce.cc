@@ -108,7 +108,8 @@ struct SharedMemoryGroup::Segment {
     uint64_t count;
     uint32_t type;
     uint32_t op;
-    uint32_t seq;  // AllreduceOptions::seq: workers at different points of their calls differ
+    uint32_t seq;      // AllreduceOptions::seq: workers at different points of their calls differ
+    uint32_t history;  // AllreduceOptions::history.digest: workers whose earlier calls differ
   };
   alignas(64) Call call[2];
 };
@@ -349,9 +350,13 @@ Status SharedMemoryGroup::Allreduce(const AllreduceOptions& options, const Slice
 
 std::string SharedMemoryGroup::RankName(int r) const { return WorkerName(JobRank(r)); }
 
-Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2]) const {
+Status SharedMemoryGroup::Disagreement(const AgreementCall differ[2],
+                                       const AllreduceOptions& options) const {
+  const HistoryClauses h =
+      DescribeHistories(SameArguments(differ[0], differ[1]), options.history.last);
   return AllreduceDisagreement("shared-memory all-reduce", RankName(differ[0].rank),
-                               DescribeAllreduceCall(differ[0]), DescribeAllreduceCall(differ[1]));
+                               DescribeAllreduceCall(differ[0]) + h.theirs,
+                               DescribeAllreduceCall(differ[1]) + h.mine, h.also);
 }
 
 Status SharedMemoryGroup::OutOfStep(const AgreementCall& peer_call, uint32_t theirs, uint32_t mine,
@@ -377,7 +382,8 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
     return AgreementCall{.count = c.count,
                          .type = static_cast<uint8_t>(c.type),
                          .op = static_cast<uint8_t>(c.op),
-                         .rank = worker};
+                         .rank = worker,
+                         .history = c.history};
   };
   for (int j = 0; j < size_; ++j) {
     if (j != rank_) {
@@ -385,9 +391,10 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
       const Segment::Call theirs = segments_[j]->call[round % 2];
       if (theirs.seq != mine.seq)
         return OutOfStep(as_agreement(theirs, JobRank(j)), theirs.seq, mine.seq, options);
-      if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op) {
+      if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op ||
+          theirs.history != mine.history) {
         const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
-        if (differ == nullptr) return Disagreement(found);
+        if (differ == nullptr) return Disagreement(found, options);
         // Reading on is safe (the slice lies within every slot) and its sum goes unused.
         if (differ[0].rank < 0) {
           differ[0] = found[0];
@@ -416,7 +423,8 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   const size_t es = DataTypeSize(options.type);
   char* mine = Slot(rank_, round);
   segments_[rank_]->call[round % 2] = {options.count, static_cast<uint32_t>(options.type),
-                                       static_cast<uint32_t>(options.op), options.seq};
+                                       static_cast<uint32_t>(options.op), options.seq,
+                                       options.history.digest};
   std::memcpy(mine, data, count * es);
   const uint32_t copied = Post();
 
@@ -437,7 +445,7 @@ Status SharedMemoryGroup::AllreduceSlot(char* data, size_t count, const Allreduc
   if (across) {
     const bool found = differ[0].rank >= 0;
     COHORT_RETURN_IF_ERROR(across(data + lo, len, found ? differ : nullptr));
-    if (found) return Disagreement(differ);
+    if (found) return Disagreement(differ, options);
   }
   if (options.op == ReduceOp::kAvg)
     ScaleForAverage(options.type, data + lo, len, across ? avg_divisor : size_);

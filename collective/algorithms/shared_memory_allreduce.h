@@ -91,7 +91,7 @@ class SharedMemoryGroup {
                         const AllreduceOptions& options, AgreementCall* differ = nullptr);
   // kInvalidArgument: a peer's call (differ[0], its rank in the group) differs from this worker's
   // (differ[1]).
-  Status Disagreement(const AgreementCall differ[2]) const;
+  Status Disagreement(const AgreementCall differ[2], const AllreduceOptions& options) const;
   // kInvalidArgument: a peer is in `peer_call` (its job rank), its call `theirs`
   // (AllreduceOptions::seq), this worker in its call `mine`; the finding of options.stall_check
   // where it has one that explains it (StalledCallCheck::Met).

@@ -21,12 +21,6 @@ bool Kept(uint32_t seq, uint32_t current) {
          ahead <= static_cast<int32_t>(StallNotices::kKeepAhead);
 }
 
-// "all-reduce of 1000 f32 (sum)", "barrier", "allgather of 8 i64": a call of any collective.
-std::string DescribeAnyCall(const AgreementCall& c) {
-  if (c.collective == 0) return "all-reduce of " + DescribeAllreduceCall(c);
-  return DescribeCollectiveCall(static_cast<FlightOp>(c.collective), c.count, c.type, c.op, c.root);
-}
-
 }  // namespace
 
 StallNotices::~StallNotices() {
@@ -222,16 +216,27 @@ Status StalledCallCheck::Disagree(uint32_t seq, const AgreementCall& a, const Ag
   }
   if (seq != seq_) return DisagreeEarlier(seq, a, b);
   const AgreementCall* theirs = !SameCall(a, mine_) ? &a : &b;
+  const HistoryClauses h =
+      DescribeHistories(SameArguments(*theirs, mine_), CallBefore(seq_, mine_));
   if (theirs->collective != 0 || mine_.collective != 0) {
     return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs->rank) +
-                           " called " + DescribeAnyCall(*theirs) + ", this worker " +
-                           DescribeAnyCall(mine_) +
+                           " called " + DescribeAnyCall(*theirs) + h.theirs + ", this worker " +
+                           DescribeAnyCall(mine_) + h.mine +
                            " (every worker must make the same collective calls, in the same "
-                           "order; these waited for each other)");
+                           "order; " +
+                           (h.also.empty() ? "these waited for each other" : h.also) + ")");
   }
   return AllreduceDisagreement(
-      what_, WorkerName(theirs->rank), DescribeAllreduceCall(*theirs), DescribeAllreduceCall(mine_),
-      "these waited for each other, as calls of different sizes can run different algorithms");
+      what_, WorkerName(theirs->rank), DescribeAllreduceCall(*theirs) + h.theirs,
+      DescribeAllreduceCall(mine_) + h.mine,
+      h.also.empty()
+          ? "these waited for each other, as calls of different sizes can run different algorithms"
+          : h.also);
+}
+
+AgreementCall StalledCallCheck::CallBefore(uint32_t seq, const AgreementCall& call) {
+  if (call.history == 0) return AgreementCall{};
+  return notices_.Recall(seq - 1).value_or(AgreementCall{});
 }
 
 Status StalledCallCheck::DisagreeEarlier(uint32_t seq, const AgreementCall& a,
@@ -247,10 +252,14 @@ Status StalledCallCheck::DisagreeEarlier(uint32_t seq, const AgreementCall& a,
                            DescribeAnyCall(b) + ", " + when + "these waited for each other)");
   }
   const AgreementCall& theirs = SameCall(a, *made) ? b : a;
+  const HistoryClauses h = DescribeHistories(SameArguments(theirs, *made), CallBefore(seq, *made));
   return InvalidArgument(what_ + ": the workers disagree: " + WorkerName(theirs.rank) + " called " +
-                         DescribeAnyCall(theirs) + " where this worker called " +
-                         DescribeAnyCall(*made) + ", " + when +
-                         "this worker's part of that call ended without waiting for theirs)");
+                         DescribeAnyCall(theirs) + h.theirs + " where this worker called " +
+                         DescribeAnyCall(*made) + h.mine + ", " + when +
+                         (h.also.empty()
+                              ? "this worker's part of that call ended without waiting for theirs"
+                              : h.also) +
+                         ")");
 }
 
 }  // namespace cohort::collective

@@ -197,6 +197,8 @@ class StalledCallCheck {
   Status Disagree(uint32_t seq, const AgreementCall& a, const AgreementCall& b, bool tell_others);
   // Disagree's error for an earlier call than this one.
   Status DisagreeEarlier(uint32_t seq, const AgreementCall& a, const AgreementCall& b);
+  // This worker's call before `call`, its call `seq`, where it remembers one (rank < 0: none).
+  AgreementCall CallBefore(uint32_t seq, const AgreementCall& call);
 
   StallNotices& notices_;
   const std::vector<int>& workers_;

@@ -449,6 +449,78 @@ TEST(CollectiveAgreementTest, WorkersWhoseBroadcastsHaveDifferentRootsAllFailQuo
       {.eager_limit = 8192});
 }
 
+// Every worker broadcasts (or scatters) from itself as the root: every send leaves eagerly and no
+// worker receives, so the call ends on every worker and nothing in it can tell. The next call that
+// meets compares the digests of the calls before it (CallHistory): each all-reduce algorithm's
+// headers, the shared-memory segment's call, the Reduction Server's round headers and the other
+// collectives' call headers carry them, and every worker fails with kInvalidArgument quoting its
+// own call before, where it returned the others' data as if nothing had happened before (the
+// stock script's src=dist.get_rank()).
+TEST(CollectiveAgreementTest, WorkersWhoseEagerCallsDifferFailAtTheNextCallThatMeets) {
+  auto allreduce = [](size_t count) {
+    return [count](Communicator& c) {
+      std::vector<float> data(count, 1.0f);
+      return c.Allreduce(data.data(), data.size(), DataType::kF32, ReduceOp::kSum);
+    };
+  };
+  auto own_broadcast = [](Communicator& c) {
+    std::vector<float> data(8, 1.0f);
+    return c.Broadcast(data.data(), data.size(), DataType::kF32, c.rank());
+  };
+  auto own_scatter = [](Communicator& c) {
+    std::vector<float> send(2 * static_cast<size_t>(c.size()), 1.0f), mine(2);
+    return c.Scatter(send.data(), mine.data(), mine.size(), DataType::kF32, c.rank());
+  };
+  auto allgather = [](Communicator& c) {
+    std::vector<int64_t> mine(8, c.rank()), all(8 * static_cast<size_t>(c.size()));
+    return c.Allgather(mine.data(), all.data(), mine.size(), DataType::kI64);
+  };
+  struct Setup {
+    std::string name;
+    int workers;
+    std::function<Status(Communicator&)> eager;
+    std::string eager_quoted;  // with " from root <rank>" after it
+    std::function<Status(Communicator&)> next;
+    std::string hosts;  // as in the test above
+    int reducers = 0;
+  };
+  const std::vector<Setup> setups = {
+      {"recursive doubling", 4, own_broadcast, "broadcast of 8 f32", allreduce(1000)},
+      {"recursive doubling, 3 workers", 3, own_broadcast, "broadcast of 8 f32", allreduce(1000)},
+      {"halving-doubling", 4, own_scatter, "scatter of 2 f32", allreduce(10000)},
+      {"the ring", 3, own_broadcast, "broadcast of 8 f32", allreduce(100000)},
+      {"shared memory", 3, own_broadcast, "broadcast of 8 f32", allreduce(1000), "aaa"},
+      {"hierarchical", 4, own_broadcast, "broadcast of 8 f32", allreduce(1000), "aabb"},
+      {"the Reduction Server", 3, own_broadcast, "broadcast of 8 f32", allreduce(100000), "", 2},
+      {"an allgather", 3, own_broadcast, "broadcast of 8 f32", allgather},
+  };
+  for (const Setup& setup : setups) {
+    testing::FabricOptions fabric;
+    fabric.eager_limit = 8192;
+    if (!setup.hosts.empty()) {
+      fabric.placement = Placement{.shared_memory = true};
+      for (char host : setup.hosts) fabric.placement->hosts.emplace_back(1, host);
+    }
+    RunDisagreeingJob(
+        setup.name, setup.workers, setup.reducers,
+        [&](Communicator& comm, std::vector<std::string>* f) {
+          const Status eager = setup.eager(comm);
+          if (!eager.ok()) f->push_back("the eager call failed: " + eager.ToString());
+          const Status s = setup.next(comm);
+          const std::string before =
+              " after " + setup.eager_quoted + " from root " + std::to_string(comm.rank());
+          if (s.code() != StatusCode::kInvalidArgument ||
+              s.message().find(" after other calls than this worker's") == std::string::npos ||
+              s.message().find(before) == std::string::npos) {
+            f->push_back("worker " + std::to_string(comm.rank()) +
+                         " did not fail quoting its call before (\"" + before +
+                         "\"): " + s.ToString());
+          }
+        },
+        fabric);
+  }
+}
+
 // Workers gather to worker 0 and then all-reduce; worker 3 enters its gather late. The others'
 // gathers end at once (their sends leave eagerly) and they wait in the all-reduce, a call ahead
 // of worker 0, which waits for worker 3: its notice of the gather reaches worker 1, whose gather

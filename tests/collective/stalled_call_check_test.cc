@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "collective/algorithms/collective_call.h"
 #include "collective/transport/loopback/loopback_transport.h"
 #include "common/flight_recorder.h"
 
@@ -236,6 +237,66 @@ TEST_F(StalledCallCheckTest, AWorkerAheadFindsThatItsEarlierCallDiffersFromTheOt
               std::string::npos)
         << s.ToString();
   }
+}
+
+// The digest of a history follows the calls' arguments and their order, never the rank that made
+// them; it is never 0 once a call was made (0 says "no call before"), and `last` is the call.
+TEST(CallHistoryTest, TheDigestFollowsTheCallsArgumentsInOrderButNotTheirRank) {
+  AgreementCall broadcast = Call(8, 0);
+  broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
+  broadcast.root = 0;
+  const AgreementCall allreduce = Call(1000, 0);
+  const CallHistory none;
+  EXPECT_EQ(none.digest, 0u);
+  EXPECT_LT(none.last.rank, 0);
+
+  const CallHistory one = none.After(broadcast);
+  EXPECT_NE(one.digest, 0u);
+  EXPECT_TRUE(SameCall(one.last, broadcast));
+  AgreementCall by_another = broadcast;
+  by_another.rank = 2;
+  EXPECT_EQ(none.After(by_another).digest, one.digest) << "the rank is not part of the call";
+  AgreementCall other_root = broadcast;
+  other_root.root = 1;
+  EXPECT_NE(none.After(other_root).digest, one.digest);
+  for (auto change :
+       {+[](AgreementCall& c) { c.count += 1; },
+        +[](AgreementCall& c) { c.type = static_cast<uint8_t>(DataType::kF64); },
+        +[](AgreementCall& c) { c.op = static_cast<uint8_t>(ReduceOp::kMax); },
+        +[](AgreementCall& c) { c.collective = static_cast<uint8_t>(FlightOp::kScatter); }}) {
+    AgreementCall changed = broadcast;
+    change(changed);
+    EXPECT_NE(none.After(changed).digest, one.digest) << DescribeAnyCall(changed);
+  }
+  EXPECT_NE(one.After(allreduce).digest, none.After(allreduce).After(broadcast).digest)
+      << "the same calls in another order";
+  EXPECT_EQ(one.After(allreduce).digest, none.After(broadcast).After(allreduce).digest);
+}
+
+// Every worker was the root of its own broadcast as call 4 (which ended at once everywhere) and
+// all-reduces the same 1000 f32 as call 5. Worker 0's overdue notice of call 5 reaches worker 1:
+// the calls are the same but their histories are not, and worker 1 fails quoting its own call 4.
+TEST_F(StalledCallCheckTest, TheSameCallAfterDifferentOnesFailsQuotingThisWorkersCallBefore) {
+  std::vector<std::unique_ptr<StalledCallCheck>> now;
+  for (int r = 0; r < 2; ++r) {
+    AgreementCall broadcast = Call(8, r);
+    broadcast.collective = static_cast<uint8_t>(FlightOp::kBroadcast);
+    broadcast.root = r;
+    { StalledCallCheck ended(*notices_[r], workers_, broadcast, 4, "broadcast"); }
+    AgreementCall allreduce = Call(1000, r);
+    allreduce.history = CallHistory{}.After(broadcast).digest;
+    now.push_back(
+        std::make_unique<StalledCallCheck>(*notices_[r], workers_, allreduce, 5, "all-reduce"));
+  }
+  std::this_thread::sleep_for(kStalledCallAfter);
+  EXPECT_TRUE(now[0]->Check().ok());  // sends its call 5 to worker 1
+  const Status s = now[1]->Check();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("worker 0 called 1000 f32 (sum) after other calls than this "
+                             "worker's, this worker 1000 f32 (sum) after broadcast of 8 f32 from "
+                             "root 1"),
+            std::string::npos)
+      << s.ToString();
 }
 
 }  // namespace

@@ -89,6 +89,9 @@ the scenario fails it: a dead worker, workers that disagree, an aborted one; els
                 the others' first)
   mismatch-roots  ranks 0 and 1 broadcast from rank 0, rank 2 from rank 1, then all enter a
                 barrier: every rank fails quoting both roots, not at the timeout
+  mismatch-own-roots  every rank broadcasts from itself (src=rank: the broadcast ends at once on
+                every rank), then all-reduces: every rank's all-reduce fails quoting its own
+                broadcast, the call before (-tcp: over TCP; -reducers: on the Reduction Server)
   no-join       one rank never starts: the others' init_process_group fails within the timeout,
                 naming what is missing
   silent-peer   a rank stays alive but never calls: the others' allreduce fails at the timeout,
@@ -2034,6 +2037,21 @@ def scenario_mismatch_roots():
         "broadcasts from different roots")
 
 
+def scenario_mismatch_own_roots():
+    # A script that passes src=dist.get_rank(): every rank is the root of its own broadcast, whose
+    # sends all leave eagerly and which no rank receives, so the broadcast itself ends on every rank
+    # without a sign. The all-reduce after it compares the digests of the calls before it.
+    def calls(torch, dist, rank):
+        dist.broadcast(torch.ones(8), src=rank)
+        dist.all_reduce(torch.ones(1000))
+
+    # (The backend moves the bytes as the widest type that divides them: 4 i64.)
+    return expect_disagreement(
+        calls, lambda rank: ["after other calls than this worker's",
+                             f"after broadcast of 4 i64 from root {rank} ("],
+        "broadcasts each from its own root")
+
+
 def scenario_no_join():
     import torch.distributed as dist
     import cohort.torch  # noqa: F401
@@ -3090,6 +3108,10 @@ SCENARIOS = {
     "mismatch-order-reducers": (3, 2, {"UCX_TLS": "tcp,self", "COHORT_ALLREDUCE_ALGORITHM": "reduction-server"}, (),
                                 scenario_mismatch_order),
     "mismatch-roots": (3, 0, {}, (), scenario_mismatch_roots),
+    "mismatch-own-roots": (3, 0, {}, (), scenario_mismatch_own_roots),
+    "mismatch-own-roots-tcp": (3, 0, {"UCX_TLS": "tcp,self"}, (), scenario_mismatch_own_roots),
+    "mismatch-own-roots-reducers": (3, 2, {"UCX_TLS": "tcp,self", "COHORT_ALLREDUCE_ALGORITHM": "reduction-server"},
+                                    (), scenario_mismatch_own_roots),
     "no-join": (3, 0, {}, (2,), scenario_no_join),
     "silent-peer": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_silent_peer),
     "set-timeout": (3, 0, {"COHORT_ALLREDUCE_ALGORITHM": "ring"}, (), scenario_set_timeout),
@@ -3287,6 +3309,7 @@ def main():
     if args.scenario.startswith("dead-peer") or args.scenario in ("mismatch-reducers", "mismatch-sizes-reducers",
                                                                   "mismatch-collectives-reducers",
                                                                   "mismatch-order-reducers",
+                                                                  "mismatch-own-roots-reducers",
                                                                   "abort-reducers"):
         # A reducer exits as its last session ended, failed here (a worker dead, workers that
         # disagree, an aborted worker), whichever end it noticed first (the store gone, or no new
