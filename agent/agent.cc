@@ -10,11 +10,11 @@
 #include "agent/python_site.h"
 #include "agent/replica_env.h"
 #include "agent/stack_dump.h"
+#include "common/build_version.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 #include "common/utf8.h"
-#include "common/version.h"
 #include "common/wire_string.h"
 
 namespace cohort::agent {
@@ -226,7 +226,7 @@ StatusOr<Handoff> Agent::HandOverNow() {
   COHORT_ASSIGN_OR_RETURN(std::vector<HandedOverAttempt> attempts, replicas_.HandOver());
   Handoff handoff;
   handoff.agent_pid = ::getpid();
-  handoff.from_version = COHORT_VERSION;
+  handoff.from_version = CohortBuildVersion();
   handoff.attempts = std::move(attempts);
   handoff.ended = replicas_.Ended();
   return handoff;

@@ -4,9 +4,9 @@
 
 #include "agent/agent.h"
 #include "agent/inventory.h"
+#include "common/build_version.h"
 #include "common/logging.h"
 #include "common/process_start.h"
-#include "common/version.h"
 #include "common/wire_string.h"
 
 namespace cohort::agent {
@@ -124,7 +124,7 @@ void CoordinatorSession::Register(ReplicaReport replicas, const GpuHealth& gpus)
   reg.memory_mb = config_.inventory.memory_mb;
   reg.listening_ports = ListeningTcpPorts();
   reg.port_domain = PortDomain();
-  reg.version = COHORT_VERSION;
+  reg.version = CohortBuildVersion();
   reg.uptime_ms = ProcessUptimeMs();
   reg.agent_instance = ProcessInstance();
   reg.live_restart_undone = live_restart_undone_;

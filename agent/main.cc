@@ -25,10 +25,10 @@
 #include "agent/cgroup.h"
 #include "agent/proc_scan.h"
 #include "agent/work_dir_lock.h"
+#include "common/build_version.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
-#include "common/version.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -185,9 +185,10 @@ cohort::Status GoBack(const cohort::agent::WayBack& way_back, const std::string&
   spdlog::error(
       "live restart: this image (cohort-agent {}) failed its start: {}; going back to the image "
       "it replaced, which takes the replicas over again",
-      COHORT_VERSION, why);
+      CohortBuildVersion(), why);
   const std::string path = agent::HandoffPath(work_dir);
-  const std::string told = "cohort-agent " COHORT_VERSION " failed its start: " + why;
+  const std::string told =
+      "cohort-agent " + std::string(CohortBuildVersion()) + " failed its start: " + why;
   COHORT_RETURN_IF_ERROR(ReplaceFile(path, agent::HandoffGoingBack(way_back, told), 0600));
   std::set<int> kept = inherited;
   kept.erase(way_back.image.fd);  // an ELF image runs from a descriptor closed on exec
@@ -224,7 +225,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (flags->help) return std::printf("%s", flags->usage.c_str()) < 0;
-  if (flags->version) return std::puts("cohort-agent " COHORT_VERSION) < 0;
+  if (flags->version)
+    return std::puts(("cohort-agent " + std::string(CohortBuildVersion())).c_str()) < 0;
   InitLogging("cohort-agent", flags->log_level);
   if (Status s = agent::LoadSecurity(*flags); !s.ok()) {
     spdlog::error("{}", s.ToString());
@@ -255,7 +257,7 @@ int main(int argc, char** argv) {
     spdlog::error(
         "live restart undone: {}; this one (cohort-agent {}) runs on with the replicas it "
         "handed over: mend the install and ask again (SIGUSR2)",
-        (*handoff)->went_back_because, COHORT_VERSION);
+        (*handoff)->went_back_because, CohortBuildVersion());
   }
   flags->config.inventory = *agent::BuildInventory(*flags);
   agent::AddGpuLabels(flags->config.inventory.gpus, &flags->config.labels);

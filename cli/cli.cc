@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "cli/verbs.h"
+#include "common/build_version.h"
 #include "common/client.h"
 #include "common/client_config.h"
 #include "common/job_spec.h"
 #include "common/nearest_name.h"
-#include "common/version.h"
 
 namespace cohort::cli {
 namespace {
@@ -849,7 +849,7 @@ int RunCli(const std::vector<std::string>& args, std::ostream& out, std::ostream
   auto global_args = Parse(globals, {{"--version", false, ""}});
   if (!global_args.ok()) return UsageError(err, "", global_args.status().message());
   if (global_args->Has("--version")) {
-    out << "cohort " COHORT_VERSION "\n";
+    out << "cohort " << CohortBuildVersion() << "\n";
     return kExitOk;
   }
   if (i >= args.size()) {

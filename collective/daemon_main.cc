@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/build_version.h"
 #include "common/logging.h"
-#include "common/version.h"
 
 namespace cohort::collective {
 namespace {
@@ -20,7 +20,11 @@ int DaemonMain(const char* program, const char* what, const char* usage, int arg
   std::vector<std::string> args(argv + 1, argv + argc);
   for (const std::string& arg : args) {
     if (arg == "--help" || arg == "-h") return std::fputs(usage, stdout) < 0;
-    if (arg == "--version") return std::printf("%s %s\n", program, COHORT_VERSION) < 0;
+    if (arg == "--version") {
+      const std::string_view version = CohortBuildVersion();
+      return std::printf("%s %.*s\n", program, static_cast<int>(version.size()), version.data()) <
+             0;
+    }
   }
   const char* level = std::getenv("COHORT_LOG_LEVEL");
   InitLogging(program, level != nullptr ? level : "info");

@@ -4,10 +4,10 @@
 #include <csignal>
 #include <cstdio>
 
+#include "common/build_version.h"
 #include "common/logging.h"
 #include "common/service_notify.h"
 #include "common/storage_marker.h"
-#include "common/version.h"
 #include "coordinator/coordinator.h"
 
 namespace {
@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (flags->version) {
-    std::puts("cohort-coordinator " COHORT_VERSION);
+    std::puts(("cohort-coordinator " + std::string(cohort::CohortBuildVersion())).c_str());
     return 0;
   }
   if (!flags->restore_state.empty()) {

@@ -6,7 +6,7 @@
 
 #include "bench/cohort_bench/allreduce_bench.h"
 #include "bench/cohort_bench/ps_bench.h"
-#include "common/version.h"
+#include "common/build_version.h"
 
 namespace {
 
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (std::string(argv[1]) == "--version") {
-    std::puts("cohort-bench " COHORT_VERSION);
+    std::puts(("cohort-bench " + std::string(cohort::CohortBuildVersion())).c_str());
     return 0;
   }
   const std::string verb = argv[1];

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "common/build_version.h"
 #include "common/config.h"
 #include "common/logging.h"
-#include "common/version.h"
 #include "examples/digits_trainer/collective_gradient_averager.h"
 #include "examples/digits_trainer/digits_dataset.h"
 #include "examples/digits_trainer/ps_trainer.h"
@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (vm.count("version")) {
-    std::cout << "digits-trainer " COHORT_VERSION "\n";
+    std::cout << "digits-trainer " << cohort::CohortBuildVersion() << "\n";
     return 0;
   }
   if (mode != "auto" && mode != "allreduce" && mode != "ps") {

@@ -11,15 +11,18 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/output.h"
+#include "common/build_version.h"
 #include "common/checkpoint.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
+#include "common/version.h"
 #include "tests/testing/binaries.h"
 #include "tests/testing/checkpoint_bytes.h"
 #include "tests/testing/local_cluster.h"
@@ -88,7 +91,12 @@ TEST(CliTest, HelpListsEveryVerbInOrderAndEachVerbHasItsOwnUsage) {
   }
   EXPECT_EQ(RunCohort({"help"}).out, help.out);
   EXPECT_EQ(RunCohort({"help", "nosuch"}).out, help.out);
-  EXPECT_EQ(RunCohort({"--version"}).out, "cohort 0.1.0\n");
+  // The exact build: the project version, then the commit where built from a git checkout.
+  const std::string version = RunCohort({"--version"}).out;
+  EXPECT_EQ(version, "cohort " + std::string(CohortBuildVersion()) + "\n");
+  EXPECT_TRUE(std::regex_match(version, std::regex("cohort " + std::string(COHORT_VERSION) +
+                                                   "(\\+g[0-9a-f]{12}(\\.dirty)?)?\n")))
+      << version;
 }
 
 // A mistyped verb or flag is a usage error (exit 2) that names what was probably meant.

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/build_version.h"
 #include "common/client.h"
-#include "common/version.h"
 #include "tests/testing/cluster_test.h"
 #include "tests/testing/specs.h"
 
@@ -238,8 +238,9 @@ TEST_F(Day2Test, CordonOfOneGpuKeepsNewWorkOffItAndSurvivesACoordinatorRestart) 
   EXPECT_NE(nodes.out.find("0/2 declared (1 cordoned)"), std::string::npos) << nodes.out;
   // Which agent each node runs (an upgrade's progress across the cluster): this build's.
   EXPECT_NE(nodes.out.find(" VERSION "), std::string::npos) << nodes.out;
-  EXPECT_NE(nodes.out.find(" " COHORT_VERSION " "), std::string::npos) << nodes.out;
-  EXPECT_EQ(Node(node)["version"], COHORT_VERSION);
+  const std::string version(CohortBuildVersion());
+  EXPECT_NE(nodes.out.find(" " + version + " "), std::string::npos) << nodes.out;
+  EXPECT_EQ(Node(node)["version"], version);
   EXPECT_GT(Node(node).value("agent_started_ms", int64_t{0}), 0);  // from the agent's uptime
   EXPECT_NE(
       nodes.out.find(node + " GPU 0 is cordoned and free (cohort uncordon " + node + " --gpu 0)"),

@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/build_version.h"
 #include "common/client.h"
-#include "common/version.h"
 #include "tests/testing/cluster_test.h"
 #include "tests/testing/oci_image.h"
 
@@ -359,9 +359,10 @@ TEST_P(LiveRestartTest, AnEndAfterTheHandoverIsReportedAsBefore) {
   // Another live restart hands over how it ended, which each registration reports (a
   // coordinator restored from an older backup learns it there).
   ASSERT_NO_FATAL_FAILURE(LiveRestart(0));
-  EXPECT_NE(AgentLog().find("took over 0 of 0 replica attempt(s) from cohort-agent " +
-                            std::string(COHORT_VERSION) + "; kept how 1 earlier one(s) ended"),
-            std::string::npos)
+  EXPECT_NE(
+      AgentLog().find("took over 0 of 0 replica attempt(s) from cohort-agent " +
+                      std::string(CohortBuildVersion()) + "; kept how 1 earlier one(s) ended"),
+      std::string::npos)
       << AgentLog();
 }
 
@@ -503,16 +504,17 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
   agent().Signal(SIGUSR2);
   ASSERT_TRUE(ct::WaitUntil(
       [&] {
-        return AgentLog().find("live restart undone: cohort-agent " + std::string(COHORT_VERSION) +
-                               " failed its start: ") != std::string::npos &&
+        return AgentLog().find("live restart undone: cohort-agent " +
+                               std::string(CohortBuildVersion()) + " failed its start: ") !=
+                   std::string::npos &&
                Occurrences(AgentLog(), took) > took_before;
       },
       30s))
       << AgentLog();
   const std::string log = AgentLog();
-  EXPECT_NE(
-      log.find("this image (cohort-agent " + std::string(COHORT_VERSION) + ") failed its start: "),
-      std::string::npos)
+  EXPECT_NE(log.find("this image (cohort-agent " + std::string(CohortBuildVersion()) +
+                     ") failed its start: "),
+            std::string::npos)
       << log;
   EXPECT_NE(log.find(named), std::string::npos) << "what failed is named: " << log;
   EXPECT_TRUE(agent().running());
@@ -533,14 +535,15 @@ void LiveRestartTest::ExpectAFailedStartIsUndone(const std::string& start,
         history.clear();
         for (const auto& e : nodes->front().events) history += e->text + "\n";
         return history.find("its agent's live restart was undone: cohort-agent " +
-                            std::string(COHORT_VERSION) + " failed its start: ") !=
+                            std::string(CohortBuildVersion()) + " failed its start: ") !=
                std::string::npos;
       },
       10s))
       << history;
   EXPECT_NE(history.find(named), std::string::npos) << history;
-  EXPECT_NE(history.find("; it runs cohort-agent " + std::string(COHORT_VERSION) + " as before"),
-            std::string::npos)
+  EXPECT_NE(
+      history.find("; it runs cohort-agent " + std::string(CohortBuildVersion()) + " as before"),
+      std::string::npos)
       << history;
   // Mended (a good binary in v1's place), the next request goes through.
   ASSERT_NO_FATAL_FAILURE(LiveRestart(2));

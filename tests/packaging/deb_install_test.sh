@@ -105,8 +105,11 @@ for b in cohort-coordinator cohort-agent cohort-reducer cohort-ps cohort; do
   if ! grep -qs "path-exclude.*/usr/share/man" /etc/dpkg/dpkg.cfg.d/*; then
     man -w "$b" >/dev/null 2>&1 || fail "no man page for $b"
   fi
-  [ "$("/usr/bin/$b" --version)" = "$b $(dpkg-query -W -f='${Version}' cohort-client | cut -d- -f1)" ] ||
-    fail "$b --version does not print the package's version"
+  # The package's version, and the commit it was built from (common/build_version.h).
+  package_version=$(dpkg-query -W -f='${Version}' cohort-client | cut -d- -f1)
+  printed=$("/usr/bin/$b" --version)
+  [[ "$printed" =~ ^$b\ ${package_version//./\\.}(\+g[0-9a-f]{12}(\.dirty)?)?$ ]] ||
+    fail "$b --version prints '$printed', not the package's version $package_version"
 done
 dpkg-query -W -f='${Conffiles}\n' cohort-coordinator | grep -q "/etc/cohort/coordinator.conf" ||
   fail "/etc/cohort/coordinator.conf is not a conffile"
