@@ -344,6 +344,12 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         .WithContext("reducer " + std::to_string(index_) + ": waiting for worker " +
                      std::to_string(w));
   };
+  // Worker w's round header is not one a worker makes (`why`): every other worker hears it, those
+  // whose headers are in at once, the rest as theirs come while the reducer lingers, instead of
+  // finding it gone.
+  auto refuse = [&](int w, const Status& why) {
+    return Linger(w, why, SendRefusals(headers, arrived, w, StatusCode::kDataLoss), stop);
+  };
   while (true) {
     // Headers of the next round, one per worker still running (posted as the round before began).
     arrived.assign(n, false);
@@ -367,11 +373,9 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
         if (!got.ok()) return fail(w, got);
         headers[w] = incoming_[w];
         if (headers[w].magic != RoundHeader::kMagic)
-          return DataLoss("reducer: bad round header from worker " + std::to_string(w));
-        if (Status s = CheckRoundHeader(headers[w]); !s.ok()) {
-          SendRefusals(headers, arrived, w, StatusCode::kDataLoss);
-          return s.WithContext("reducer: worker " + std::to_string(w));
-        }
+          return refuse(w, DataLoss("reducer: bad round header from worker " + std::to_string(w)));
+        if (Status s = CheckRoundHeader(headers[w]); !s.ok())
+          return refuse(w, s.WithContext("reducer: worker " + std::to_string(w)));
         if (headers[w].kind == RoundHeader::kStop) AnswerStop(w);
       }
     }
@@ -414,7 +418,7 @@ Status ReductionServer::Serve(const std::atomic<bool>& stop) {
     if (Status s = ServeRound(*round); !s.ok()) {
       if (lost_worker_ < 0) {
         if (s.code() == StatusCode::kResourceExhausted)
-          SendRefusals(headers, arrived, -1, s.code());
+          (void)SendRefusals(headers, arrived, -1, s.code());
         return s;
       }
       SendAborts(round->seq, lost_worker_, s.code());

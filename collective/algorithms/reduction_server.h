@@ -21,7 +21,9 @@
 // it with kDataLoss naming the worker and the field, and a round whose buffers would take more
 // than ReductionServerOptions::max_round_bytes with kResourceExhausted, before anything is
 // allocated for it; the workers whose headers are in get a kAbort verdict with that code, and
-// fail saying which (the reducer's log has the details).
+// fail saying which (the reducer's log has the details). After a header no worker makes the
+// reducer lingers as after a failure (below), so a worker whose header comes later hears the same
+// instead of finding the reducer gone.
 //
 // Agreement: each worker gets one verdict per reducer and round, on tag (seq, kVerdictStep). Once a
 // reducer has every worker's header it compares them: if they differ it answers each worker at
@@ -165,7 +167,8 @@ struct ReductionServerOptions {
   std::chrono::milliseconds round_timeout{60000};
   // How often an idle reducer checks `stop` while waiting for the next round.
   std::chrono::milliseconds poll_interval{100};
-  // How long a reducer that lost a worker may linger telling the others (see Failures).
+  // How long a reducer that lost a worker, or refused one's header, may linger telling the others
+  // (see Failures).
   std::chrono::milliseconds failure_linger{30000};
   // The most a round's chunk buffers (window x workers x chunk) may take; a round that needs
   // more fails with kResourceExhausted before anything is allocated. 0: this machine's memory.
@@ -203,9 +206,10 @@ class ReductionServer {
   void SendAbort(int to, uint32_t seq, int lost, StatusCode code);
   // Tells each worker whose round header is in (`arrived`) that this reducer refuses the round
   // with `code` (kDataLoss: worker `about`'s header is not one a worker makes;
-  // kResourceExhausted: the round's buffers), and gives the notices a moment to leave.
-  void SendRefusals(const std::vector<RoundHeader>& headers, const std::vector<bool>& arrived,
-                    int about, StatusCode code);
+  // kResourceExhausted: the round's buffers), and gives the notices a moment to leave. Returns
+  // which workers it told.
+  std::vector<bool> SendRefusals(const std::vector<RoundHeader>& headers,
+                                 const std::vector<bool>& arrived, int about, StatusCode code);
   // Answers worker `worker`'s stop (see SendStopToReducers); best effort.
   void AnswerStop(int worker);
   // Posts a header receive for each running worker that has none; returns the first worker whose

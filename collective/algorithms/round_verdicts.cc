@@ -72,14 +72,19 @@ void ReductionServer::SendAbort(int to, uint32_t seq, int lost, StatusCode code)
   if (send.ok()) verdict_sends_.push_back(std::move(*send));
 }
 
-void ReductionServer::SendRefusals(const std::vector<RoundHeader>& headers,
-                                   const std::vector<bool>& arrived, int about, StatusCode code) {
+std::vector<bool> ReductionServer::SendRefusals(const std::vector<RoundHeader>& headers,
+                                                const std::vector<bool>& arrived, int about,
+                                                StatusCode code) {
+  std::vector<bool> told(options_.num_workers, false);
   for (int w = 0; w < options_.num_workers; ++w) {
-    if (arrived[w] && headers[w].kind == RoundHeader::kRound)
+    if (arrived[w] && headers[w].kind == RoundHeader::kRound) {
       SendAbort(w, headers[w].seq, about, code);
+      told[w] = true;
+    }
   }
   for (Request& r : verdict_sends_) (void)r.Wait(SteadyClock::now() + options_.poll_interval);
   verdict_sends_.clear();
+  return told;
 }
 
 void ReductionServer::AnswerStop(int worker) {

@@ -417,5 +417,61 @@ TEST(FaultTest, AMalformedRoundHeaderFailsTheReducerNamingTheWorkerAndTheField) 
   }
 }
 
+// Worker 1's round header is refused (window 0) while worker 2 is still computing: its header comes
+// 300 ms after the refusal. The reducer lingers as after a failure and answers it with the same
+// kAbort verdict, so worker 2 fails saying why (before 2026-12-08 the reducer had ended its service
+// and worker 2 found it gone, or here, with the reducer's transport still open, waited out its
+// deadline). The reducer ends once every other worker has heard.
+TEST(FaultTest, AWorkerWhoseHeaderComesAfterARefusalHearsWhy) {
+  constexpr size_t kCount = size_t{1} << 20;
+  LoopbackFabric fabric(4);
+  std::vector<std::unique_ptr<Transport>> t;
+  for (int r = 0; r < 4; ++r) t.push_back(fabric.CreateTransport(r));
+  std::vector<std::vector<char>> data(3);
+  std::vector<AllreduceOptions> o(3);
+  std::vector<Status> out(3);
+  for (int w : {0, 2}) {
+    data[w] = testing::MakeInput(DataType::kF32, w, kCount);
+    o[w].data = data[w].data();
+    o[w].count = kCount;
+    o[w].deadline = SteadyClock::now() + kDeadline;
+    o[w].num_workers = 3;
+    o[w].num_reducers = 1;
+  }
+  std::thread first([&] { out[0] = ReductionServerAllreduce(*t[0], o[0]); });
+  std::thread late([&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    out[2] = ReductionServerAllreduce(*t[2], o[2]);
+  });
+  RoundHeader verdict;
+  auto verdict_recv =
+      t[1]->Irecv(3, MakeTag(0, kVerdictStep), MutableBytes{&verdict, sizeof(verdict)});
+  ASSERT_TRUE(verdict_recv.ok()) << verdict_recv.status().ToString();
+  RoundHeader h;
+  h.type = static_cast<uint8_t>(DataType::kF32);
+  h.op = static_cast<uint8_t>(ReduceOp::kSum);
+  h.wire_type = h.type;
+  h.window = 0;  // no worker sends that
+  h.count = kCount;
+  h.chunk_bytes = o[0].chunk_bytes;
+  auto sent = t[1]->Isend(3, MakeTag(0, kHeaderStep), ConstBytes{&h, sizeof(h)});
+  ASSERT_TRUE(sent.ok()) << sent.status().ToString();
+  std::atomic<bool> stop{false};
+  const auto started = SteadyClock::now();
+  const Status s = ReductionServer(*t[3], ReducerOptions(3, 1)).Serve(stop);
+  const auto served = SteadyClock::now() - started;
+  first.join();
+  late.join();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+  EXPECT_NE(s.message().find("reducer: worker 1: "), std::string::npos) << s.ToString();
+  for (int w : {0, 2}) {
+    EXPECT_EQ(out[w].code(), StatusCode::kDataLoss) << "worker " << w << ": " << out[w].ToString();
+    EXPECT_NE(out[w].message().find("reducer 0 could not take worker 1's round header"),
+              std::string::npos)
+        << "worker " << w << ": " << out[w].ToString();
+  }
+  EXPECT_LT(served, milliseconds(30000)) << "the reducer lingered after every worker had heard";
+}
+
 }  // namespace
 }  // namespace cohort::collective
