@@ -215,6 +215,20 @@ void RunDisagreeingJob(const std::string& name, int workers, int reducers,
   for (const auto& f : failures) ADD_FAILURE() << name << ": " << f;
 }
 
+// A fabric whose sends of up to 8 KiB complete as posted (as UCX's and TCP's small sends do), so a
+// worker can end a call before its peers join. `hosts`: empty, every worker on a host of its own
+// without shared memory; else each worker's host, a letter each, shared memory allowed ("aaa":
+// one host, the shared-memory all-reduce; "aabb": two hosts of two, the hierarchical).
+testing::FabricOptions EagerFabric(const std::string& hosts) {
+  testing::FabricOptions fabric;
+  fabric.eager_limit = 8192;
+  if (!hosts.empty()) {
+    fabric.placement = Placement{.shared_memory = true};
+    for (char host : hosts) fabric.placement->hosts.emplace_back(1, host);
+  }
+  return fabric;
+}
+
 // Workers whose calls differ in size enough that kAuto runs different algorithms for them
 // (recursive doubling against halving-doubling, the ring or the Reduction Server; halving-doubling
 // against the ring or the Reduction Server) never meet in an algorithm's exchanges; the stall
@@ -364,10 +378,7 @@ TEST(CollectiveAgreementTest,
     std::function<Status(Communicator&)> other;
     std::string eager_quoted;  // as the errors quote them
     std::string other_quoted;
-    // Where the workers run: empty, across hosts without shared memory; else each one's host, a
-    // letter each, shared memory allowed ("aaa": one host, the shared-memory all-reduce; "aabb":
-    // two hosts of two, the hierarchical).
-    std::string hosts;
+    std::string hosts;  // where the workers run (EagerFabric)
     int reducers = 0;
   };
   const std::vector<Setup> setups = {
@@ -395,12 +406,6 @@ TEST(CollectiveAgreementTest,
        "broadcast of 8 f32 from root 0", "all-reduce of 100000 f32 (sum)", "", 2},
   };
   for (const Setup& setup : setups) {
-    testing::FabricOptions fabric;
-    fabric.eager_limit = 8192;
-    if (!setup.hosts.empty()) {
-      fabric.placement = Placement{.shared_memory = true};
-      for (char host : setup.hosts) fabric.placement->hosts.emplace_back(1, host);
-    }
     RunDisagreeingJob(
         setup.name, setup.workers, setup.reducers,
         [&](Communicator& comm, std::vector<std::string>* f) {
@@ -422,7 +427,7 @@ TEST(CollectiveAgreementTest,
                          s.ToString());
           }
         },
-        fabric);
+        EagerFabric(setup.hosts));
   }
 }
 
@@ -481,7 +486,7 @@ TEST(CollectiveAgreementTest, WorkersWhoseEagerCallsDifferFailAtTheNextCallThatM
     std::function<Status(Communicator&)> eager;
     std::string eager_quoted;  // with " from root <rank>" after it
     std::function<Status(Communicator&)> next;
-    std::string hosts;  // as in the test above
+    std::string hosts;  // where the workers run (EagerFabric)
     int reducers = 0;
   };
   const std::vector<Setup> setups = {
@@ -495,12 +500,6 @@ TEST(CollectiveAgreementTest, WorkersWhoseEagerCallsDifferFailAtTheNextCallThatM
       {"an allgather", 3, own_broadcast, "broadcast of 8 f32", allgather},
   };
   for (const Setup& setup : setups) {
-    testing::FabricOptions fabric;
-    fabric.eager_limit = 8192;
-    if (!setup.hosts.empty()) {
-      fabric.placement = Placement{.shared_memory = true};
-      for (char host : setup.hosts) fabric.placement->hosts.emplace_back(1, host);
-    }
     RunDisagreeingJob(
         setup.name, setup.workers, setup.reducers,
         [&](Communicator& comm, std::vector<std::string>* f) {
@@ -517,7 +516,7 @@ TEST(CollectiveAgreementTest, WorkersWhoseEagerCallsDifferFailAtTheNextCallThatM
                          "\"): " + s.ToString());
           }
         },
-        fabric);
+        EagerFabric(setup.hosts));
   }
 }
 

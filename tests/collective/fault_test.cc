@@ -321,6 +321,19 @@ TEST(FaultTest, SlowPeerStillFinishes) {
   for (int r = 0; r < 3; ++r) EXPECT_TRUE(out[r].status.ok()) << out[r].status.ToString();
 }
 
+// The round header a worker makes for call `o` (f32, sum, as the tests' are), for a test to spoil
+// and send by hand.
+RoundHeader HeaderLike(const AllreduceOptions& o) {
+  RoundHeader h;
+  h.type = static_cast<uint8_t>(DataType::kF32);
+  h.op = static_cast<uint8_t>(ReduceOp::kSum);
+  h.wire_type = h.type;
+  h.window = static_cast<uint8_t>(o.window);
+  h.count = o.count;
+  h.chunk_bytes = o.chunk_bytes;
+  return h;
+}
+
 // A round header that no worker makes (another build's, or garbage) fails the reducer at once with
 // an error naming the worker and what is wrong, before the reducer allocates or waits for
 // anything by it; a header whose count or chunk would have it allocate more than it may fails
@@ -381,13 +394,7 @@ TEST(FaultTest, AMalformedRoundHeaderFailsTheReducerNamingTheWorkerAndTheField) 
     auto verdict_recv =
         t[1]->Irecv(2, MakeTag(0, kVerdictStep), MutableBytes{&verdict, sizeof(verdict)});
     ASSERT_TRUE(verdict_recv.ok()) << verdict_recv.status().ToString();
-    RoundHeader h;
-    h.type = static_cast<uint8_t>(DataType::kF32);
-    h.op = static_cast<uint8_t>(ReduceOp::kSum);
-    h.wire_type = h.type;
-    h.window = static_cast<uint8_t>(o.window);
-    h.count = kCount;
-    h.chunk_bytes = o.chunk_bytes;
+    RoundHeader h = HeaderLike(o);
     c.spoil(h);
     auto sent = t[1]->Isend(2, MakeTag(0, kHeaderStep), ConstBytes{&h, sizeof(h)});
     ASSERT_TRUE(sent.ok()) << sent.status().ToString();
@@ -447,13 +454,8 @@ TEST(FaultTest, AWorkerWhoseHeaderComesAfterARefusalHearsWhy) {
   auto verdict_recv =
       t[1]->Irecv(3, MakeTag(0, kVerdictStep), MutableBytes{&verdict, sizeof(verdict)});
   ASSERT_TRUE(verdict_recv.ok()) << verdict_recv.status().ToString();
-  RoundHeader h;
-  h.type = static_cast<uint8_t>(DataType::kF32);
-  h.op = static_cast<uint8_t>(ReduceOp::kSum);
-  h.wire_type = h.type;
+  RoundHeader h = HeaderLike(o[0]);
   h.window = 0;  // no worker sends that
-  h.count = kCount;
-  h.chunk_bytes = o[0].chunk_bytes;
   auto sent = t[1]->Isend(3, MakeTag(0, kHeaderStep), ConstBytes{&h, sizeof(h)});
   ASSERT_TRUE(sent.ok()) << sent.status().ToString();
   std::atomic<bool> stop{false};
