@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "common/build_version.h"
 #include "common/prometheus_text.h"
 
 namespace cohort::agent {
@@ -123,6 +124,11 @@ std::string AgentHttp::RenderMetrics(const AgentSnapshot& s) {
              {{"node", s.node_id}, {"job", l.job}, {"replica", l.replica}}, l.samples);
   }
 
+  t.Family("cohort_agent_build_info", Type::kGauge,
+           "Always 1, labelled with the build this agent runs (its --version: the release and "
+           "the commit it was built from).");
+  t.Sample("cohort_agent_build_info",
+           {{"node", s.node_id}, {"version", std::string(CohortBuildVersion())}}, 1);
   t.Family("cohort_agent_replicas", Type::kGauge, "Replica attempts running on this node.");
   t.Sample("cohort_agent_replicas", {{"node", s.node_id}}, s.attempts.size());
   t.Family("cohort_agent_attempts_started_total", Type::kCounter,

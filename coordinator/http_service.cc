@@ -4,9 +4,11 @@
 #include <chrono>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <set>
 #include <sstream>
 
+#include "common/build_version.h"
 #include "common/job_spec.h"
 #include "common/wire_json.h"
 #include "coordinator/dashboard_assets.h"
@@ -355,6 +357,16 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
   t.Sample("cohort_gpus", {{"state", "held_idle"}}, s.gpus_held_idle);
   t.Sample("cohort_gpus", {{"state", "unhealthy"}}, gpus_unhealthy);
   t.Sample("cohort_gpus", {{"state", "cordoned"}}, gpus_cordoned);
+  t.Family("cohort_agent_builds", Type::kGauge,
+           "Nodes that are not lost by the build their agent runs, as it registered (its "
+           "--version: the release and the commit; \"unknown\" for an agent that said none): a "
+           "rolling upgrade's progress.");
+  std::map<std::string, uint64_t> builds;
+  for (const NodeRecord& n : s.nodes) {
+    if (n.ready) ++builds[n.version.empty() ? "unknown" : n.version];
+  }
+  for (const auto& [version, nodes] : builds)
+    t.Sample("cohort_agent_builds", {{"version", version}}, nodes);
 
   // ---- the loop
   t.Family("cohort_schedule_round_seconds", Type::kHistogram,
@@ -403,6 +415,10 @@ std::string CoordinatorHttp::RenderMetrics(const CoordinatorSnapshot& s,
              "How long the newest state backup this coordinator wrote took, copy and checks.");
     t.Sample("cohort_state_backup_last_duration_seconds", b.last_duration_ms / 1000.0);
   }
+  t.Family("cohort_coordinator_build_info", Type::kGauge,
+           "Always 1, labelled with the build this coordinator runs (its --version: the release "
+           "and the commit it was built from).");
+  t.Sample("cohort_coordinator_build_info", {{"version", std::string(CohortBuildVersion())}}, 1);
   t.Family("cohort_coordinator_start_time_seconds", Type::kGauge,
            "When this coordinator process started, seconds since the epoch.");
   t.Sample("cohort_coordinator_start_time_seconds", s.started_ms / 1000.0);

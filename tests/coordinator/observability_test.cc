@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "common/build_version.h"
 #include "coordinator/http_service.h"
 #include "coordinator/job_usage.h"
 #include "coordinator/state_store.h"
@@ -212,6 +213,7 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   n4.node_id = "n4";  // its health check fails: up, takes no new replicas
   n4.unhealthy = "GPU 0: XID 79";
   n4.gpus.resize(2);
+  n1.version = n2.version = n3.version = "0.1.0+g298bf5264a1c";  // n4's agent said none
   s.nodes = {n1, n2, n3, n4};
   s.counters.requests[{"client", "SubmitJob"}] = 4;
   s.counters.errors[{"client", "NOT_FOUND"}] = 1;
@@ -262,6 +264,11 @@ TEST(MetricsRendering, CountsJobsByStateAndNodes) {
   has("cohort_gpus{state=\"unhealthy\"} 1");  // n1's GPU 3; the lost node's are not counted
   has("cohort_requests_total{endpoint=\"client\",type=\"SubmitJob\"} 4");
   has("cohort_request_errors_total{endpoint=\"client\",code=\"NOT_FOUND\"} 1");
+  // A rolling upgrade's progress: the nodes up by their agents' builds (the lost n2 not counted).
+  has("# TYPE cohort_agent_builds gauge");
+  has("cohort_agent_builds{version=\"0.1.0+g298bf5264a1c\"} 2");
+  has("cohort_agent_builds{version=\"unknown\"} 1");
+  has("cohort_coordinator_build_info{version=\"" + std::string(CohortBuildVersion()) + "\"} 1");
 }
 
 // /api/queues: the configured queues in their order, each with its config and use as the loop

@@ -191,6 +191,12 @@ TEST_F(ObservabilityTest, PrometheusScrapesCoordinatorAndAgent) {
       {"cohort_state_backups_total{result=\"ok\"}", 1},
       {"cohort_state_backups_total{result=\"failed\"}", 0},
       {"cohort_state_backup_last_success_timestamp_seconds > bool 1.7e9", 1},
+      // The builds: the coordinator's, each agent's, and the nodes up by their agents' build.
+      {"cohort_coordinator_build_info{version=\"" + std::string(CohortBuildVersion()) + "\"}", 1},
+      {"cohort_agent_build_info{node=\"" + NodeA() + "\",version=\"" +
+           std::string(CohortBuildVersion()) + "\"}",
+       1},
+      {"cohort_agent_builds{version=\"" + std::string(CohortBuildVersion()) + "\"}", 1},
   };
   std::string last;
   bool all = ct::WaitUntil(
