@@ -2,7 +2,8 @@
 # Fails when an include crosses the layout of DESIGN.md: common depends on nothing of ours,
 # collective only on common's base library (cohort_base: status, logging, env, file_util,
 # checkpoint, flight_recorder, mutex, thread_annotations, clock, enum_names, fnv, zmq_calls; the
-# generated version), coordinator and agent never on each other.
+# generated version and build_version, which depend on nothing), coordinator and agent never on
+# each other.
 set -u
 cd "$(dirname "$0")/.."
 status=0
@@ -20,7 +21,7 @@ check common collective coordinator agent cli
 check collective coordinator agent cli python torch
 check coordinator agent cli
 check agent coordinator cli
-base='status|logging|env|file_util|checkpoint|flight_recorder|mutex|thread_annotations|clock|enum_names|fnv|zmq_calls|version'
+base='status|logging|env|file_util|checkpoint|flight_recorder|mutex|thread_annotations|clock|enum_names|fnv|zmq_calls|version|build_version'
 if grep -rnE '#include *"common/' collective --include='*.h' --include='*.cc' --include='*.cu' |
     grep -vE "#include *\"common/($base)\.h\""; then
   echo "layout: collective/ may include only cohort_base's headers from common/" >&2
