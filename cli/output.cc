@@ -98,6 +98,28 @@ std::string CordonNoteText(const wire::NodeInfoT& n) {
   return text;
 }
 
+// "agents run 2 builds: 0.1.0+g1a2b on 4 nodes (gpu-1, gpu-2, gpu-3 and 1 more), 0.1.0+g3c4d on
+// 1 node (gpu-7)" where the nodes that are not lost run more than one, most nodes first (a rolling
+// upgrade under way, or a node it missed); "" where they run one.
+std::string AgentBuildsNote(const std::vector<wire::NodeInfoT>& nodes) {
+  std::map<std::string, std::vector<std::string>> by_build;
+  for (const auto& n : nodes) {
+    if (n.state != "LOST") by_build[n.version.empty() ? "unknown" : n.version].push_back(n.node_id);
+  }
+  if (by_build.size() < 2) return "";
+  std::vector<std::pair<std::string, std::vector<std::string>>> builds(by_build.begin(),
+                                                                       by_build.end());
+  std::stable_sort(builds.begin(), builds.end(), [](const auto& a, const auto& b) {
+    return a.second.size() > b.second.size();
+  });
+  std::vector<std::string> parts;
+  for (const auto& [build, names] : builds) {
+    parts.push_back(build + " on " + Counted(static_cast<int64_t>(names.size()), "node") + " (" +
+                    JoinFirst(names, 3) + ")");
+  }
+  return "agents run " + std::to_string(builds.size()) + " builds: " + JoinWithCommas(parts);
+}
+
 // A node's free GPUs by NUMA node, "0:1 1:4" (free: not held, unfit or cordoned), where its GPUs
 // sit on more than one: a replica of several GPUs gets them from one where one has enough, so this
 // says what would fit on one socket. "" for a node whose GPUs sit on one NUMA node or are not
@@ -580,6 +602,7 @@ void PrintNodes(const std::vector<wire::NodeInfoT>& nodes, std::ostream& out) {
     table.AddRow(std::move(row));
   }
   table.Print(out);
+  if (const std::string builds = AgentBuildsNote(nodes); !builds.empty()) out << builds << "\n";
   // Why a node, or a GPU of it, takes no new work (too long for a column).
   for (const auto& n : nodes) {
     if (const std::string note = CordonNoteText(n); !note.empty()) {

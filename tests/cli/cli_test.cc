@@ -472,6 +472,34 @@ TEST(CliTest, NodesOfSeveralNumaNodesShowTheirFreeGpusByNumaNode) {
   EXPECT_EQ(out.str().find("FREE-BY-NUMA"), std::string::npos) << out.str();
 }
 
+// Nodes whose agents run different builds (a rolling upgrade under way) get one line after the
+// table saying which, most nodes first, naming up to three of each; a lost node does not count,
+// and one build says nothing.
+TEST(CliTest, NodesSaysWhichBuildsTheAgentsRunWhereTheyDiffer) {
+  std::vector<wire::NodeInfoT> nodes;
+  auto add = [&](const std::string& id, const std::string& version, const std::string& state) {
+    wire::NodeInfoT n;
+    n.node_id = id;
+    n.version = version;
+    n.state = state;
+    nodes.push_back(std::move(n));
+  };
+  for (const char* id : {"gpu-1", "gpu-2", "gpu-3", "gpu-4"}) add(id, "0.1.0+gaaa", "READY");
+  add("gpu-5", "0.1.0+gbbb", "LOST");
+  std::ostringstream out;
+  PrintNodes(nodes, out);
+  EXPECT_EQ(out.str().find("builds"), std::string::npos) << out.str();
+
+  add("gpu-7", "0.1.0+gbbb", "READY");
+  add("gpu-8", "", "READY");  // an agent that said none
+  out.str("");
+  PrintNodes(nodes, out);
+  EXPECT_NE(out.str().find("\nagents run 3 builds: 0.1.0+gaaa on 4 nodes (gpu-1, gpu-2, gpu-3 and "
+                           "1 more), 0.1.0+gbbb on 1 node (gpu-7), unknown on 1 node (gpu-8)\n"),
+            std::string::npos)
+      << out.str();
+}
+
 TEST(CliTest, BadUsageExitsTwoWithTheVerbsUsage) {
   CliResult none = RunCohort({});
   EXPECT_EQ(none.exit_code, kExitUsage);
