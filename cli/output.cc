@@ -109,9 +109,8 @@ std::string AgentBuildsNote(const std::vector<wire::NodeInfoT>& nodes) {
   if (by_build.size() < 2) return "";
   std::vector<std::pair<std::string, std::vector<std::string>>> builds(by_build.begin(),
                                                                        by_build.end());
-  std::stable_sort(builds.begin(), builds.end(), [](const auto& a, const auto& b) {
-    return a.second.size() > b.second.size();
-  });
+  std::stable_sort(builds.begin(), builds.end(),
+                   [](const auto& a, const auto& b) { return a.second.size() > b.second.size(); });
   std::vector<std::string> parts;
   for (const auto& [build, names] : builds) {
     parts.push_back(build + " on " + Counted(static_cast<int64_t>(names.size()), "node") + " (" +
