@@ -659,6 +659,19 @@ without --backup-dir refuses (exit 2); a backup that fails says why (exit 1). An
   --json    print {"path", "bytes", "jobs", "studies", "duration_ms"}
 )",
        Backup},
+      {"version",
+       {{"--json", false, ""}},
+       "version [--json]",
+       "this client's build and the coordinator's",
+       R"(
+Prints this client's build (as --version does) and the coordinator's, each the release and the
+commit it was built from: "cohort 0.1.0+g298bf5264a1c", ".dirty" after it for a build with
+uncommitted changes. The agents' builds are in `cohort nodes`. Where the coordinator does not say
+(one too old to, exit 1; one that cannot be reached, exit 3) the client's line is printed and why
+on stderr.
+  --json    print {"client", "coordinator"} (coordinator null, and "error", where it did not say)
+)",
+       Version},
       {"keygen",
        {{"--dir", true, ""}, {"--name", true, ""}},
        "keygen [--dir DIR] [--name NAME]",

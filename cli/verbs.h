@@ -62,6 +62,7 @@ int Queues(const ParsedArgs& args, const Context& ctx);
 int Checkpoint(const ParsedArgs& args, const Context& ctx);
 int Keygen(const ParsedArgs& args, const Context& ctx);
 int Backup(const ParsedArgs& args, const Context& ctx);
+int Version(const ParsedArgs& args, const Context& ctx);
 int Tune(const ParsedArgs& args, const Context& ctx);
 int Trials(const ParsedArgs& args, const Context& ctx);
 int Metrics(const ParsedArgs& args, const Context& ctx);

@@ -18,6 +18,7 @@
 #include "cli/output.h"
 #include "cli/verb_util.h"
 #include "cli/verbs.h"
+#include "common/build_version.h"
 #include "common/curve_keys.h"
 #include "common/job_spec.h"
 #include "common/nearest_name.h"
@@ -216,6 +217,38 @@ int Keygen(const ParsedArgs& args, const Context& ctx) {
   ctx.out << "wrote " << dir << "/" << name << ".key (secret, keep it) and " << dir << "/" << name
           << ".pub\npublic-key = " << keys->public_key << "\n";
   return kExitOk;
+}
+
+int Version(const ParsedArgs& args, const Context& ctx) {
+  if (!args.positionals.empty())
+    return UsageError(ctx.err, "version", "version takes no arguments");
+  const std::string client(CohortBuildVersion());
+  StatusOr<std::string> coordinator = [&]() -> StatusOr<std::string> {
+    COHORT_ASSIGN_OR_RETURN(CoordinatorClient connected, ConnectClient(ctx));
+    return connected.CoordinatorVersion();
+  }();
+  if (args.Has("--json")) {
+    nlohmann::json out = {{"client", client}, {"coordinator", nullptr}};
+    if (coordinator.ok()) {
+      out["coordinator"] = *coordinator;
+    } else {
+      out["error"] = coordinator.status().ToString();
+    }
+    ctx.out << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    ctx.out << "cohort " << client << "\n";
+    if (coordinator.ok())
+      ctx.out << "cohort-coordinator " << *coordinator << " (" << ctx.options.endpoint << ")\n";
+  }
+  if (coordinator.ok()) return kExitOk;
+  // A coordinator from before GetVersion refuses it as a request it does not know: not a usage
+  // error of this command.
+  if (coordinator.status().code() == StatusCode::kInvalidArgument) {
+    ctx.err << "cohort: the coordinator predates `cohort version` (it answered: "
+            << coordinator.status().message() << ")\n";
+    return kExitJobFailed;
+  }
+  return Fail(ctx.err, coordinator.status().WithContext("the coordinator's version"));
 }
 
 int Usage(const ParsedArgs& args, const Context& ctx) {

@@ -310,6 +310,12 @@ StatusOr<wire::BackupReplyT> CoordinatorClient::BackupState(std::chrono::millise
   return Call<wire::BackupReply>(wire::BackupStateT{}, "backup", timeout);
 }
 
+StatusOr<std::string> CoordinatorClient::CoordinatorVersion() {
+  COHORT_ASSIGN_OR_RETURN(wire::VersionInfoT info,
+                          Call<wire::VersionInfo>(wire::GetVersionT{}, "version"));
+  return std::move(info.coordinator);
+}
+
 Status CoordinatorClient::DeleteJob(const std::string& name) {
   return CallNamed<wire::Ack, wire::DeleteJobT>(name, "delete").status();
 }

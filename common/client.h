@@ -201,6 +201,9 @@ class CoordinatorClient {
   // Asks the coordinator for a backup of its state database now (wire::BackupState) and waits for
   // it, up to `timeout` (a large database takes a while).
   StatusOr<wire::BackupReplyT> BackupState(std::chrono::milliseconds timeout);
+  // The coordinator's build (wire::GetVersion): "0.1.0+g298bf5264a1c". kInvalidArgument
+  // ("unexpected GetVersion") from a coordinator older than the request.
+  StatusOr<std::string> CoordinatorVersion();
 
   const ClientOptions& options() const { return options_; }
 

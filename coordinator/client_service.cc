@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/build_version.h"
 #include "common/spec_limit.h"
 #include "common/study_spec.h"
 #include "common/utf8.h"
@@ -218,6 +219,12 @@ void ClientService::Handle(const RoutedMessage& m, int64_t now_ms) {
     case wire::Body::ListQueues:
       Reply(m, Encode(id, Queues()));
       return;
+    case wire::Body::GetVersion: {
+      wire::VersionInfoT version;
+      version.coordinator = std::string(CohortBuildVersion());
+      Reply(m, Encode(id, std::move(version)));
+      return;
+    }
     case wire::Body::GetLogs:
       OnGetLogs(m, *msg.As<wire::GetLogs>(), now_ms);
       return;

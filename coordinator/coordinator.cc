@@ -40,6 +40,7 @@ bool IsRead(wire::Body type) {
     case wire::Body::ListJobs:
     case wire::Body::ListNodes:
     case wire::Body::ListQueues:
+    case wire::Body::GetVersion:
     case wire::Body::GetLogs:
     case wire::Body::GetStudy:
     case wire::Body::ListStudies:

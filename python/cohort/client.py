@@ -32,11 +32,12 @@ from cohort.wire import (Ack, ArrayList, ArrayStatus, BackupReply, BackupState, 
                          CancelJob, CancelStudy,
                          DeleteJob, DryRunOutcome, DumpStacks, Envelope, ErrorReply, ExecInReplica,
                          ExecOutput, ExecSessionIo, GetArray, GetJob, GetJobMetrics, GetLogs,
-                         GetStudy, GetUsage, JobInfo, JobList, JobMetrics, JobState, KeyValue,
+                         GetStudy, GetUsage, GetVersion, JobInfo, JobList, JobMetrics, JobState,
+                         KeyValue,
                          ListArrays, ListJobs, ListNodes, ListQueues, ListStudies, LogData,
                          NodeAdmin, NodeAdminReply, NodeList, QueueList, ReplicaState, StudyInfo,
                          StudyList, SubmitJob, SubmitJobReply, SubmitStudy, SuspendArray,
-                         SuspendJob, UpdateArray, UpdateJob, UsageReport)
+                         SuspendJob, UpdateArray, UpdateJob, UsageReport, VersionInfo)
 
 PROTOCOL_VERSION = 1
 # `cohort exec` (common/exec_limits.h): the command's default timeout, and how much longer the
@@ -801,6 +802,12 @@ class Client:
         tried: waiting_jobs) and suspended jobs, as `cohort queues --json` gives them."""
         reply = self._call(Body.Body.ListQueues, ListQueues.ListQueuesT(), QueueList.QueueListT)
         return [_queue_to_dict(q) for q in (reply.queues or [])]
+
+    def coordinator_version(self):
+        """The coordinator's build, as `cohort version` prints it: the release and the commit it
+        was built from, "0.1.0+g298bf5264a1c"."""
+        reply = self._call(Body.Body.GetVersion, GetVersion.GetVersionT(), VersionInfo.VersionInfoT)
+        return _text(reply.coordinator)
 
     def metrics(self, job):
         """The training metrics a job's replicas reported ($CLOUD_ML_HP_METRIC_FILE, as

@@ -612,6 +612,13 @@ TEST(CliTest, UnreachableCoordinatorExitsThreeNamingTheAddress) {
   CliResult env = RunCohort({"--timeout=300ms", "nodes"});
   EXPECT_EQ(env.exit_code, kExitUnreachable) << env.err;
   EXPECT_NE(env.err.find(endpoint), std::string::npos) << env.err;
+
+  // `version` still says the client's build, then why the coordinator's is missing.
+  CliResult version = RunCohort({"--timeout=300ms", "version"});
+  EXPECT_EQ(version.exit_code, kExitUnreachable) << version.err;
+  EXPECT_EQ(version.out, "cohort " + std::string(CohortBuildVersion()) + "\n");
+  EXPECT_NE(version.err.find("the coordinator's version"), std::string::npos) << version.err;
+  EXPECT_NE(version.err.find(endpoint), std::string::npos) << version.err;
 }
 
 // The client config file (common/client_config.h): read for the endpoint, insecure and the
@@ -832,6 +839,16 @@ TEST(CliTest, VerbsAgainstARealCoordinator) {
   ASSERT_TRUE(job.is_object()) << status.out;
   EXPECT_EQ(job["name"], name);
   EXPECT_EQ(job["state"], "QUEUED");
+
+  // This client's build and the coordinator's (the same build here).
+  const std::string build(CohortBuildVersion());
+  CliResult version = run({"version"});
+  ASSERT_EQ(version.exit_code, kExitOk) << version.err;
+  EXPECT_EQ(version.out, "cohort " + build + "\ncohort-coordinator " + build + " (" +
+                             cluster.client_endpoint() + ")\n");
+  json versions = json::parse(run({"version", "--json"}).out, nullptr, false);
+  EXPECT_EQ(versions["client"], build) << versions;
+  EXPECT_EQ(versions["coordinator"], build) << versions;
 
   CliResult list = run({"list", "--json"});
   ASSERT_EQ(list.exit_code, kExitOk) << list.err;

@@ -138,6 +138,10 @@ def main(endpoint, scratch):
                               until=lambda j: j["replicas"][0]["state"] == "STOPPED")
         check(stopped["state"] == "SUSPENDED" and stopped["restarts"] == 0,
               f"after the stop: {stopped['state']}, {stopped['restarts']} restarts")
+        # The coordinator's build: the release, then the commit where built from a checkout.
+        version = client.coordinator_version()
+        check(re.fullmatch(r"\d+\.\d+\.\d+(\+g[0-9a-f]{12}(\.dirty)?)?", version) is not None,
+              f"coordinator_version() = {version!r}")
         queues = client.queues()
         check([q["name"] for q in queues] == ["default"] and queues[0]["suspended"] == 1
               and queues[0]["running"] == 0 and queues[0]["gpu_idle_limit_ms"] == 0
