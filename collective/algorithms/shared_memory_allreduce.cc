@@ -391,9 +391,8 @@ Status SharedMemoryGroup::SumOverWorkers(char* data, size_t first, size_t len, u
       const Segment::Call theirs = segments_[j]->call[round % 2];
       if (theirs.seq != mine.seq)
         return OutOfStep(as_agreement(theirs, JobRank(j)), theirs.seq, mine.seq, options);
-      if (theirs.count != mine.count || theirs.type != mine.type || theirs.op != mine.op ||
-          theirs.history != mine.history) {
-        const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
+      const AgreementCall found[2] = {as_agreement(theirs, j), as_agreement(mine, rank_)};
+      if (!SameCall(found[0], found[1])) {
         if (differ == nullptr) return Disagreement(found, options);
         // Reading on is safe (the slice lies within every slot) and its sum goes unused.
         if (differ[0].rank < 0) {
